@@ -1,0 +1,135 @@
+// A PJRT plugin and its client: devices, device buffers, executables.
+//
+// Ownership: tpu_*_create / compile / from_host hand back one reference owned
+// by the caller; release with the matching *_release. Buffers and executables
+// retain their client, so the client is destroyed after the last of them.
+// The plugin library itself is loaded once per process and never unloaded
+// (XLA keeps process-lifetime state in it).
+//
+// Thread safety: all functions may be called from any thread; a single
+// buffer must not be released by one thread while another uses it.
+#ifndef TPU_CLIENT_H_
+#define TPU_CLIENT_H_
+
+#include "tpu/base.h"
+#include "tpu/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TPU_MAX_RANK 8
+
+typedef struct tpu_client tpu_client_t;
+typedef struct tpu_buffer tpu_buffer_t;
+typedef struct tpu_executable tpu_executable_t;
+
+//===--- client ---===//
+
+typedef struct tpu_client_options {
+  // A plugin path, or one of "cpu", "cuda", "tpu", or NULL/"auto" (libtpu,
+  // then CUDA when a GPU is present, then the CPU plugin). Names are looked
+  // up under the directories in TORCHTPU_PLUGIN_PATH (':'-separated, usually
+  // Python's site-packages).
+  const char* plugin;
+  int cpu_devices;  // devices of the CPU plugin; 0 = 1
+} tpu_client_options_t;
+
+// Loads the plugin (once per process), checks its API version and creates a
+// client. NOT_FOUND when the plugin file does not exist, INVALID_ARGUMENT when
+// the file is not a usable PJRT plugin; both name the path.
+TPU_MUST_USE tpu_status_t tpu_client_create(const tpu_client_options_t* options,
+                                            tpu_client_t** out_client);
+void tpu_client_retain(tpu_client_t* client);
+void tpu_client_release(tpu_client_t* client);
+
+int tpu_client_device_count(const tpu_client_t* client);
+const char* tpu_client_platform(const tpu_client_t* client);  // "cpu"
+const char* tpu_client_platform_version(const tpu_client_t* client);
+const char* tpu_client_plugin_path(const tpu_client_t* client);
+const char* tpu_client_device_kind(const tpu_client_t* client, int device);
+int tpu_client_api_minor(const tpu_client_t* client);
+// The plugin's xla_version and StableHLO version attributes (0 if absent).
+int64_t tpu_client_xla_version(const tpu_client_t* client);
+void tpu_client_stablehlo_version(const tpu_client_t* client, int64_t out[3]);
+// Hash of everything that makes a compiled executable unusable elsewhere:
+// plugin path, platform and version, API version, device kind.
+tpu_hash_t tpu_client_identity(const tpu_client_t* client);
+
+typedef struct tpu_memory_stats {
+  int64_t bytes_in_use;       // device buffers alive that torchtpu created
+  int64_t peak_bytes_in_use;  // since the last reset
+  int64_t num_allocs;
+  int64_t bytes_limit;        // from the plugin when it reports one, else 0
+} tpu_memory_stats_t;
+void tpu_client_memory_stats(tpu_client_t* client, int device,
+                             tpu_memory_stats_t* out_stats);
+void tpu_client_reset_peak(tpu_client_t* client, int device);
+
+//===--- buffers ---===//
+
+// Copies host data (row-major unless byte_strides is given, one stride per
+// dimension) into a new buffer on `device`. The copy is done on return.
+TPU_MUST_USE tpu_status_t tpu_buffer_from_host(
+    tpu_client_t* client, int device, tpu_dtype_t dtype, const int64_t* dims,
+    int rank, const void* data, const int64_t* byte_strides,
+    tpu_buffer_t** out_buffer);
+// Waits for the buffer and copies all of it, row-major, into dst.
+// INVALID_ARGUMENT if dst_size is smaller than the buffer.
+TPU_MUST_USE tpu_status_t tpu_buffer_to_host(tpu_buffer_t* buffer, void* dst,
+                                             size_t dst_size);
+// Waits until the buffer is computed; returns the error that computing it
+// raised, if any.
+TPU_MUST_USE tpu_status_t tpu_buffer_await(tpu_buffer_t* buffer);
+bool tpu_buffer_is_ready(tpu_buffer_t* buffer);
+// Copies the buffer to another device of the same client.
+TPU_MUST_USE tpu_status_t tpu_buffer_copy_to_device(tpu_buffer_t* buffer,
+                                                    int device,
+                                                    tpu_buffer_t** out_buffer);
+void tpu_buffer_retain(tpu_buffer_t* buffer);
+void tpu_buffer_release(tpu_buffer_t* buffer);
+int tpu_buffer_refs(const tpu_buffer_t* buffer);
+tpu_dtype_t tpu_buffer_dtype(const tpu_buffer_t* buffer);
+int tpu_buffer_rank(const tpu_buffer_t* buffer);
+const int64_t* tpu_buffer_dims(const tpu_buffer_t* buffer);
+int64_t tpu_buffer_numel(const tpu_buffer_t* buffer);
+size_t tpu_buffer_nbytes(const tpu_buffer_t* buffer);
+int tpu_buffer_device(const tpu_buffer_t* buffer);
+
+//===--- executables ---===//
+
+// Compiles MLIR text (a StableHLO module whose entry is @main) for
+// `num_replicas` devices (1 = one device, runnable on any device). A module
+// that does not parse or verify gives INVALID_ARGUMENT with the compiler's
+// message.
+TPU_MUST_USE tpu_status_t tpu_executable_compile(tpu_client_t* client,
+                                                 const char* mlir, size_t size,
+                                                 int num_replicas,
+                                                 tpu_executable_t** out_exe);
+// Runs on `device` (single-replica executables). Outputs are new buffers
+// owned by the caller, possibly still being computed. Checks argument count,
+// dtypes and shapes before launching.
+TPU_MUST_USE tpu_status_t tpu_executable_execute(
+    tpu_executable_t* exe, int device, tpu_buffer_t* const* args, int num_args,
+    tpu_buffer_t** out_buffers, int num_outputs);
+// Runs a multi-replica executable once on every replica's device:
+// args[r * num_args + i], outs[r * num_outputs + o].
+TPU_MUST_USE tpu_status_t tpu_executable_execute_replicated(
+    tpu_executable_t* exe, tpu_buffer_t* const* args, int num_args,
+    tpu_buffer_t** out_buffers, int num_outputs);
+int tpu_executable_num_outputs(const tpu_executable_t* exe);
+int tpu_executable_num_replicas(const tpu_executable_t* exe);
+// Serialized bytes (owned by the caller, free with tpu_free).
+TPU_MUST_USE tpu_status_t tpu_executable_serialize(tpu_executable_t* exe,
+                                                   char** out_bytes,
+                                                   size_t* out_size);
+TPU_MUST_USE tpu_status_t tpu_executable_deserialize(
+    tpu_client_t* client, const char* bytes, size_t size, int num_replicas,
+    tpu_executable_t** out_exe);
+void tpu_executable_retain(tpu_executable_t* exe);
+void tpu_executable_release(tpu_executable_t* exe);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // TPU_CLIENT_H_

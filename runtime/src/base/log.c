@@ -1,0 +1,35 @@
+// Leveled logging to stderr; the level comes from TORCHTPU_LOG once.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <threads.h>
+
+#include "tpu/base.h"
+
+static tpu_log_level_t level;
+static once_flag level_once = ONCE_FLAG_INIT;
+
+static void read_level(void) {
+  const char* env = getenv("TORCHTPU_LOG");
+  level = TPU_LOG_WARN;
+  if (!env) return;
+  if (!strcmp(env, "error")) level = TPU_LOG_ERROR;
+  if (!strcmp(env, "info")) level = TPU_LOG_INFO;
+  if (!strcmp(env, "debug")) level = TPU_LOG_DEBUG;
+}
+
+tpu_log_level_t tpu_log_level(void) {
+  call_once(&level_once, read_level);
+  return level;
+}
+
+void tpu_log(tpu_log_level_t lvl, const char* fmt, ...) {
+  if (lvl > tpu_log_level()) return;
+  static const char* names[] = {"error", "warn", "info", "debug"};
+  char line[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "[torchtpu %s] %s\n", names[lvl], line);
+}

@@ -1,0 +1,175 @@
+// Device buffers: host transfers, readiness, device-to-device copies.
+#include "pjrt/pjrt_internal.h"
+
+static void account(tpu_client_t* c, int device, int64_t delta) {
+  tpu_device_info_t* d = &c->devices[device];
+  int64_t now = atomic_fetch_add(&d->bytes_in_use, delta) + delta;
+  if (delta > 0) {
+    atomic_fetch_add(&d->num_allocs, 1);
+    int64_t peak = atomic_load(&d->peak_bytes);
+    while (now > peak && !atomic_compare_exchange_weak(&d->peak_bytes, &peak, now)) {
+    }
+  }
+}
+
+static void buffer_destroy(void* self) {
+  tpu_buffer_t* b = self;
+  tpu_client_t* c = b->client;
+  if (b->handle) {
+    PJRT_ARGS(Buffer_Destroy, a);
+    a.buffer = b->handle;
+    tpu_status_ignore(PJRT_CALL(c->api, Buffer_Destroy, a));
+    account(c, b->device, -(int64_t)b->nbytes);
+  }
+  tpu_free(b);
+  tpu_client_release(c);
+}
+
+tpu_status_t tpu_buffer_wrap(tpu_client_t* c, int device, PJRT_Buffer* handle,
+                             tpu_buffer_t** out) {
+  *out = NULL;
+  tpu_buffer_t* b = tpu_calloc(1, sizeof *b);
+  tpu_status_t s = TPU_OK;
+  if (!b) s = tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  PJRT_ARGS(Buffer_ElementType, et);
+  PJRT_ARGS(Buffer_Dimensions, dm);
+  if (!s) {
+    et.buffer = handle;
+    s = PJRT_CALL(c->api, Buffer_ElementType, et);
+  }
+  if (!s) {
+    dm.buffer = handle;
+    s = PJRT_CALL(c->api, Buffer_Dimensions, dm);
+  }
+  if (!s && (dm.num_dims > TPU_MAX_RANK ||
+             tpu_dtype_from_pjrt(et.type) == TPU_DTYPE_INVALID))
+    s = tpu_status_make(TPU_CODE_UNIMPLEMENTED,
+                        "device buffer of PJRT type %d and rank %zu is not "
+                        "supported", et.type, dm.num_dims);
+  if (s) {
+    PJRT_ARGS(Buffer_Destroy, d);
+    d.buffer = handle;
+    tpu_status_ignore(PJRT_CALL(c->api, Buffer_Destroy, d));
+    tpu_free(b);
+    return s;
+  }
+  tpu_object_init(&b->obj, buffer_destroy);
+  tpu_client_retain(c);
+  b->client = c;
+  b->handle = handle;
+  b->device = device;
+  b->dtype = tpu_dtype_from_pjrt(et.type);
+  b->rank = (int)dm.num_dims;
+  size_t numel = 1;
+  for (int i = 0; i < b->rank; ++i) {
+    b->dims[i] = dm.dims[i];
+    numel *= (size_t)dm.dims[i];
+  }
+  b->nbytes = numel * tpu_dtype_size(b->dtype);
+  account(c, device, (int64_t)b->nbytes);
+  *out = b;
+  return TPU_OK;
+}
+
+tpu_status_t tpu_buffer_from_host(tpu_client_t* c, int device,
+                                  tpu_dtype_t dtype, const int64_t* dims,
+                                  int rank, const void* data,
+                                  const int64_t* byte_strides,
+                                  tpu_buffer_t** out) {
+  *out = NULL;
+  if (device < 0 || device >= c->num_devices)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "device %d out of range (%d devices)", device,
+                           c->num_devices);
+  if (rank < 0 || rank > TPU_MAX_RANK || dtype < 0 || dtype >= TPU_DTYPE_COUNT)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "bad buffer rank %d or dtype %d", rank, dtype);
+  for (int i = 0; i < rank; ++i)
+    if (dims[i] < 0)
+      return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                             "negative dimension %lld", (long long)dims[i]);
+  PJRT_ARGS(Client_BufferFromHostBuffer, a);
+  a.client = c->handle;
+  a.data = data;
+  a.type = tpu_dtype_pjrt(dtype);
+  a.dims = dims;
+  a.num_dims = (size_t)rank;
+  a.byte_strides = byte_strides;
+  a.num_byte_strides = byte_strides ? (size_t)rank : 0;
+  // The copy is complete when the call returns, so callers may free `data`.
+  a.host_buffer_semantics = PJRT_HOST_IMMUTABLE_ONLY_DURING_CALL;
+  a.device = c->devices[device].handle;
+  tpu_status_t s = PJRT_CALL(c->api, Client_BufferFromHostBuffer, a);
+  if (s) return s;
+  tpu_pjrt_event_destroy(c->api, a.done_with_host_buffer);
+  return tpu_buffer_wrap(c, device, a.buffer, out);
+}
+
+tpu_status_t tpu_buffer_to_host(tpu_buffer_t* b, void* dst, size_t dst_size) {
+  if (dst_size < b->nbytes)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "host buffer of %zu bytes is too small for a device "
+                           "buffer of %zu bytes", dst_size, b->nbytes);
+  if (b->nbytes == 0) return tpu_buffer_await(b);
+  PJRT_ARGS(Buffer_ToHostBuffer, a);
+  a.src = b->handle;
+  a.dst = dst;
+  a.dst_size = b->nbytes;
+  tpu_status_t s = PJRT_CALL(b->client->api, Buffer_ToHostBuffer, a);
+  if (s) return s;
+  return tpu_pjrt_event_wait(b->client->api, a.event, "copying to host");
+}
+
+tpu_status_t tpu_buffer_await(tpu_buffer_t* b) {
+  PJRT_ARGS(Buffer_ReadyEvent, a);
+  a.buffer = b->handle;
+  TPU_RETURN_IF_ERROR(PJRT_CALL(b->client->api, Buffer_ReadyEvent, a));
+  return tpu_pjrt_event_wait(b->client->api, a.event, "computing a buffer");
+}
+
+bool tpu_buffer_is_ready(tpu_buffer_t* b) {
+  PJRT_ARGS(Buffer_ReadyEvent, a);
+  a.buffer = b->handle;
+  tpu_status_t s = PJRT_CALL(b->client->api, Buffer_ReadyEvent, a);
+  if (s) {
+    tpu_status_free(s);
+    return true;  // a deleted buffer will never become "more" ready
+  }
+  PJRT_ARGS(Event_IsReady, r);
+  r.event = a.event;
+  s = PJRT_CALL(b->client->api, Event_IsReady, r);
+  bool ready = s ? true : r.is_ready;
+  tpu_status_free(s);
+  tpu_pjrt_event_destroy(b->client->api, a.event);
+  return ready;
+}
+
+tpu_status_t tpu_buffer_copy_to_device(tpu_buffer_t* b, int device,
+                                       tpu_buffer_t** out) {
+  *out = NULL;
+  tpu_client_t* c = b->client;
+  if (device < 0 || device >= c->num_devices)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "device %d out of range (%d devices)", device,
+                           c->num_devices);
+  PJRT_ARGS(Buffer_CopyToDevice, a);
+  a.buffer = b->handle;
+  a.dst_device = c->devices[device].handle;
+  TPU_RETURN_IF_ERROR(PJRT_CALL(c->api, Buffer_CopyToDevice, a));
+  return tpu_buffer_wrap(c, device, a.dst_buffer, out);
+}
+
+void tpu_buffer_retain(tpu_buffer_t* b) { if (b) tpu_object_retain(&b->obj); }
+void tpu_buffer_release(tpu_buffer_t* b) { if (b) tpu_object_release(&b->obj); }
+int tpu_buffer_refs(const tpu_buffer_t* b) { return tpu_object_refs(&b->obj); }
+tpu_dtype_t tpu_buffer_dtype(const tpu_buffer_t* b) { return b->dtype; }
+int tpu_buffer_rank(const tpu_buffer_t* b) { return b->rank; }
+const int64_t* tpu_buffer_dims(const tpu_buffer_t* b) { return b->dims; }
+size_t tpu_buffer_nbytes(const tpu_buffer_t* b) { return b->nbytes; }
+int tpu_buffer_device(const tpu_buffer_t* b) { return b->device; }
+
+int64_t tpu_buffer_numel(const tpu_buffer_t* b) {
+  int64_t n = 1;
+  for (int i = 0; i < b->rank; ++i) n *= b->dims[i];
+  return n;
+}

@@ -1,0 +1,367 @@
+// Plugin loading and the PJRT client: the only file that dlopens.
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <threads.h>
+
+#include "pjrt/pjrt_internal.h"
+
+//===--- calling PJRT ---===//
+
+bool tpu_pjrt_has(const PJRT_Api* api, int slot) {
+  return PJRT_SLOT_OFFSET(slot) + sizeof(void*) <= api->struct_size &&
+         api->slots[slot] != NULL;
+}
+
+tpu_status_t tpu_pjrt_status(const PJRT_Api* api, PJRT_Error* error,
+                             const char* what) {
+  if (!error) return TPU_OK;
+  PJRT_ARGS(Error_GetCode, code_args);
+  code_args.error = error;
+  int code = TPU_CODE_UNKNOWN;
+  PJRT_Error* code_error =
+      ((PJRT_Error * (*)(void*)) api->slots[PJRT_SLOT_Error_GetCode])(&code_args);
+  if (!code_error) code = code_args.code;
+  PJRT_Error_Message_Args msg = {sizeof msg, NULL, error, NULL, 0};
+  ((void (*)(void*))api->slots[PJRT_SLOT_ERROR_MESSAGE])(&msg);
+  if (code <= 0 || code > TPU_CODE_UNAUTHENTICATED) code = TPU_CODE_UNKNOWN;
+  tpu_status_t s = tpu_status_make((tpu_code_t)code, "%s: %.*s", what,
+                                   (int)msg.message_size,
+                                   msg.message ? msg.message : "");
+  PJRT_Error_Destroy_Args destroy = {sizeof destroy, NULL, error};
+  ((void (*)(void*))api->slots[PJRT_SLOT_ERROR_DESTROY])(&destroy);
+  if (code_error) {
+    PJRT_Error_Destroy_Args d2 = {sizeof d2, NULL, code_error};
+    ((void (*)(void*))api->slots[PJRT_SLOT_ERROR_DESTROY])(&d2);
+  }
+  return s;
+}
+
+tpu_status_t tpu_pjrt_call_(const PJRT_Api* api, int slot, const char* name,
+                            void* args) {
+  if (!tpu_pjrt_has(api, slot))
+    return tpu_status_make(TPU_CODE_UNIMPLEMENTED,
+                           "this PJRT plugin (API 0.%d) has no PJRT_%s",
+                           api->pjrt_api_version.minor_version, name);
+  PJRT_Error* e = ((PJRT_Error * (*)(void*)) api->slots[slot])(args);
+  return tpu_pjrt_status(api, e, name);
+}
+
+void tpu_pjrt_event_destroy(const PJRT_Api* api, PJRT_Event* event) {
+  if (!event) return;
+  PJRT_ARGS(Event_Destroy, a);
+  a.event = event;
+  tpu_status_ignore(PJRT_CALL(api, Event_Destroy, a));
+}
+
+tpu_status_t tpu_pjrt_event_wait(const PJRT_Api* api, PJRT_Event* event,
+                                 const char* what) {
+  if (!event) return TPU_OK;
+  PJRT_ARGS(Event_Await, a);
+  a.event = event;
+  tpu_status_t s = PJRT_CALL(api, Event_Await, a);
+  tpu_pjrt_event_destroy(api, event);
+  return s ? tpu_status_annotate(s, "%s", what) : TPU_OK;
+}
+
+//===--- plugin loading (once per path per process) ---===//
+
+typedef struct loaded_plugin {
+  char* path;
+  const PJRT_Api* api;
+} loaded_plugin_t;
+
+static loaded_plugin_t plugins[8];
+static int num_plugins;
+static mtx_t plugins_mutex;
+static once_flag plugins_once = ONCE_FLAG_INIT;
+static void plugins_init(void) { mtx_init(&plugins_mutex, mtx_plain); }
+
+static bool file_exists(const char* path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// The newest slot we call; a plugin whose table ends before it is too old.
+enum { REQUIRED_SLOT = PJRT_SLOT_Buffer_ReadyEvent };
+
+static tpu_status_t plugin_open(const char* path, const PJRT_Api** out_api) {
+  for (int i = 0; i < num_plugins; ++i)
+    if (!strcmp(plugins[i].path, path)) {
+      *out_api = plugins[i].api;
+      return TPU_OK;
+    }
+  if (!file_exists(path))
+    return tpu_status_make(TPU_CODE_NOT_FOUND, "PJRT plugin not found: %s",
+                           path);
+  if (num_plugins == (int)(sizeof plugins / sizeof plugins[0]))
+    return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED,
+                           "too many PJRT plugins loaded");
+  // XLA logs every client creation at INFO; keep its logs to warnings and up
+  // unless the user asked for more.
+  if (tpu_log_level() < TPU_LOG_DEBUG) setenv("TF_CPP_MIN_LOG_LEVEL", "1", 0);
+  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "%s is not a loadable PJRT plugin: %s", path,
+                           dlerror());
+  const PJRT_Api* (*get_api)(void) =
+      (const PJRT_Api* (*)(void))dlsym(lib, "GetPjrtApi");
+  if (!get_api)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "%s is not a PJRT plugin: it has no GetPjrtApi", path);
+  const PJRT_Api* api = get_api();
+  if (!api || api->struct_size < PJRT_SLOT_OFFSET(0))
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "%s returned no usable PJRT_Api", path);
+  int major = api->pjrt_api_version.major_version;
+  int minor = api->pjrt_api_version.minor_version;
+  if (major != 0 || minor < 40)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "%s has PJRT API %d.%d; torchtpu needs 0.40 or newer",
+                           path, major, minor);
+  if (!tpu_pjrt_has(api, REQUIRED_SLOT))
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "%s (PJRT API 0.%d) lacks functions torchtpu needs",
+                           path, minor);
+  PJRT_ARGS(Plugin_Initialize, init);
+  tpu_status_t s = PJRT_CALL(api, Plugin_Initialize, init);
+  if (s) return tpu_status_annotate(s, "initializing %s", path);
+  // dlclose is never called: XLA keeps process-lifetime state in the plugin.
+  plugins[num_plugins].path = strdup(path);
+  plugins[num_plugins].api = api;
+  ++num_plugins;
+  *out_api = api;
+  return TPU_OK;
+}
+
+// Looks for `rel` under each directory of TORCHTPU_PLUGIN_PATH.
+static bool search_plugin(const char* rel, char* out, size_t out_size) {
+  const char* dirs = getenv("TORCHTPU_PLUGIN_PATH");
+  if (!dirs) return false;
+  while (*dirs) {
+    const char* end = strchr(dirs, ':');
+    size_t n = end ? (size_t)(end - dirs) : strlen(dirs);
+    if (n) {
+      snprintf(out, out_size, "%.*s/%s", (int)n, dirs, rel);
+      if (file_exists(out)) return true;
+    }
+    dirs += n + (end ? 1 : 0);
+  }
+  return false;
+}
+
+static const char* const cpu_names[] = {"xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so", NULL};
+static const char* const cuda_names[] = {
+    "jax_plugins/xla_cuda13/xla_cuda_plugin.so",
+    "jax_plugins/xla_cuda12/xla_cuda_plugin.so",
+    "xla_plugins/xla_cuda13_pjrt/xla_gpu_pjrt.so",
+    "xla_plugins/xla_cuda12_pjrt/xla_gpu_pjrt.so", NULL};
+static const char* const tpu_names[] = {"libtpu/libtpu.so", NULL};
+
+static bool find_named(const char* const* names, char* out, size_t size) {
+  for (; *names; ++names)
+    if (search_plugin(*names, out, size)) return true;
+  return false;
+}
+
+// Resolves a plugin spec to a path (NOT_FOUND naming what was searched).
+static tpu_status_t resolve_plugin(const char* spec, char* out, size_t size) {
+  if (!spec || !*spec) spec = getenv("TORCHTPU_PLUGIN");
+  if (!spec || !*spec) spec = "auto";
+  if (strchr(spec, '/')) {
+    snprintf(out, size, "%s", spec);
+    return TPU_OK;
+  }
+  bool ok = false;
+  if (!strcmp(spec, "cpu")) ok = find_named(cpu_names, out, size);
+  else if (!strcmp(spec, "cuda")) ok = find_named(cuda_names, out, size);
+  else if (!strcmp(spec, "tpu")) ok = find_named(tpu_names, out, size);
+  else if (!strcmp(spec, "auto"))
+    ok = find_named(tpu_names, out, size) ||
+         (file_exists("/dev/nvidia0") && find_named(cuda_names, out, size)) ||
+         find_named(cpu_names, out, size);
+  else
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "TORCHTPU_PLUGIN=%s: expected cpu, cuda, tpu, auto "
+                           "or a path to a PJRT plugin", spec);
+  if (!ok)
+    return tpu_status_make(TPU_CODE_NOT_FOUND,
+                           "no '%s' PJRT plugin found under TORCHTPU_PLUGIN_PATH"
+                           "=%s (install xla-cpu-pjrt, or set TORCHTPU_PLUGIN "
+                           "to a plugin path)",
+                           spec, getenv("TORCHTPU_PLUGIN_PATH")
+                                     ? getenv("TORCHTPU_PLUGIN_PATH") : "");
+  return TPU_OK;
+}
+
+//===--- client ---===//
+
+static void read_attributes(tpu_client_t* c) {
+  PJRT_ARGS(Plugin_Attributes, a);
+  if (PJRT_CALL(c->api, Plugin_Attributes, a) != TPU_OK) return;  // optional
+  for (size_t i = 0; i < a.num_attributes; ++i) {
+    const PJRT_NamedValue* v = &a.attributes[i];
+    if (v->name_size == 11 && !memcmp(v->name, "xla_version", 11) &&
+        v->type == PJRT_NV_INT64)
+      c->xla_version = v->int64_value;
+    if (v->name_size == 25 &&
+        !memcmp(v->name, "stablehlo_current_version", 25) &&
+        v->type == PJRT_NV_INT64_LIST && v->value_size >= 3)
+      memcpy(c->stablehlo_version, v->int64_array_value, 3 * sizeof(int64_t));
+  }
+}
+
+static char* dup_n(const char* s, size_t n) {
+  return s ? tpu_strndup(s, n) : tpu_strdup("");
+}
+
+static void client_destroy(void* self) {
+  tpu_client_t* c = self;
+  if (c->handle) {
+    PJRT_ARGS(Client_Destroy, a);
+    a.client = c->handle;
+    tpu_status_ignore(PJRT_CALL(c->api, Client_Destroy, a));
+  }
+  for (int i = 0; i < c->num_devices; ++i) tpu_free(c->devices[i].kind);
+  tpu_free(c->devices);
+  tpu_free(c->plugin_path);
+  tpu_free(c->platform);
+  tpu_free(c->platform_version);
+  tpu_free(c);
+}
+
+static tpu_status_t client_query(tpu_client_t* c) {
+  PJRT_ARGS(Client_PlatformName, pn);
+  pn.client = c->handle;
+  TPU_RETURN_IF_ERROR(PJRT_CALL(c->api, Client_PlatformName, pn));
+  c->platform = dup_n(pn.platform_name, pn.platform_name_size);
+  PJRT_ARGS(Client_PlatformVersion, pv);
+  pv.client = c->handle;
+  TPU_RETURN_IF_ERROR(PJRT_CALL(c->api, Client_PlatformVersion, pv));
+  c->platform_version = dup_n(pv.platform_version, pv.platform_version_size);
+  PJRT_ARGS(Client_AddressableDevices, ad);
+  ad.client = c->handle;
+  TPU_RETURN_IF_ERROR(PJRT_CALL(c->api, Client_AddressableDevices, ad));
+  if (ad.num_addressable_devices == 0)
+    return tpu_status_make(TPU_CODE_UNAVAILABLE,
+                           "the PJRT plugin %s reports no devices",
+                           c->plugin_path);
+  c->devices = tpu_calloc(ad.num_addressable_devices, sizeof *c->devices);
+  if (!c->devices)
+    return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of host memory");
+  c->num_devices = (int)ad.num_addressable_devices;
+  tpu_hash_t id = tpu_hash_bytes((tpu_hash_t){1, 2}, c->plugin_path,
+                                 strlen(c->plugin_path));
+  id = tpu_hash_bytes(id, c->platform_version, strlen(c->platform_version));
+  id = tpu_hash_u64(id, (uint64_t)c->api->pjrt_api_version.minor_version);
+  id = tpu_hash_u64(id, (uint64_t)c->xla_version);
+  for (int i = 0; i < c->num_devices; ++i) {
+    tpu_device_info_t* d = &c->devices[i];
+    d->handle = ad.addressable_devices[i];
+    PJRT_ARGS(Device_GetDescription, gd);
+    gd.device = d->handle;
+    TPU_RETURN_IF_ERROR(PJRT_CALL(c->api, Device_GetDescription, gd));
+    PJRT_ARGS(DeviceDescription_Kind, dk);
+    dk.device_description = gd.device_description;
+    TPU_RETURN_IF_ERROR(PJRT_CALL(c->api, DeviceDescription_Kind, dk));
+    d->kind = dup_n(dk.device_kind, dk.device_kind_size);
+    if (!d->kind)
+      return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of host memory");
+    if (i == 0) id = tpu_hash_bytes(id, d->kind, strlen(d->kind));
+  }
+  c->identity = id;
+  return TPU_OK;
+}
+
+tpu_status_t tpu_client_create(const tpu_client_options_t* options,
+                               tpu_client_t** out_client) {
+  *out_client = NULL;
+  call_once(&plugins_once, plugins_init);
+  char path[4096];
+  TPU_RETURN_IF_ERROR(resolve_plugin(options ? options->plugin : NULL, path,
+                                     sizeof path));
+  const PJRT_Api* api = NULL;
+  mtx_lock(&plugins_mutex);
+  tpu_status_t s = plugin_open(path, &api);
+  mtx_unlock(&plugins_mutex);
+  if (s) return s;
+
+  tpu_client_t* c = tpu_calloc(1, sizeof *c);
+  if (!c) return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  tpu_object_init(&c->obj, client_destroy);
+  c->api = api;
+  c->plugin_path = tpu_strdup(path);
+  read_attributes(c);
+
+  // The CPU plugin reads exactly one option; other plugins reject unknown
+  // names, so they get none.
+  int cpu_devices = options && options->cpu_devices > 0 ? options->cpu_devices : 1;
+  PJRT_NamedValue opt;
+  memset(&opt, 0, sizeof opt);
+  opt.struct_size = PJRT_SIZE(PJRT_NamedValue, value_size);
+  opt.name = "cpu_device_count";
+  opt.name_size = strlen(opt.name);
+  opt.type = PJRT_NV_INT64;
+  opt.int64_value = cpu_devices;
+  opt.value_size = 1;
+  bool is_cpu = strstr(path, "cpu") != NULL;
+  PJRT_ARGS(Client_Create, cc);
+  cc.create_options = is_cpu ? &opt : NULL;
+  cc.num_options = is_cpu ? 1 : 0;
+  s = PJRT_CALL(api, Client_Create, cc);
+  if (!s) {
+    c->handle = cc.client;
+    s = client_query(c);
+  }
+  if (s) {
+    tpu_client_release(c);
+    return tpu_status_annotate(s, "creating a PJRT client for %s", path);
+  }
+  tpu_log(TPU_LOG_INFO, "PJRT plugin %s: platform %s %s, API 0.%d, %d device(s)",
+          path, c->platform, c->platform_version,
+          api->pjrt_api_version.minor_version, c->num_devices);
+  *out_client = c;
+  return TPU_OK;
+}
+
+void tpu_client_retain(tpu_client_t* c) { if (c) tpu_object_retain(&c->obj); }
+void tpu_client_release(tpu_client_t* c) { if (c) tpu_object_release(&c->obj); }
+int tpu_client_device_count(const tpu_client_t* c) { return c->num_devices; }
+const char* tpu_client_platform(const tpu_client_t* c) { return c->platform; }
+const char* tpu_client_platform_version(const tpu_client_t* c) { return c->platform_version; }
+const char* tpu_client_plugin_path(const tpu_client_t* c) { return c->plugin_path; }
+int tpu_client_api_minor(const tpu_client_t* c) { return c->api->pjrt_api_version.minor_version; }
+int64_t tpu_client_xla_version(const tpu_client_t* c) { return c->xla_version; }
+tpu_hash_t tpu_client_identity(const tpu_client_t* c) { return c->identity; }
+
+void tpu_client_stablehlo_version(const tpu_client_t* c, int64_t out[3]) {
+  memcpy(out, c->stablehlo_version, sizeof c->stablehlo_version);
+}
+
+const char* tpu_client_device_kind(const tpu_client_t* c, int device) {
+  return device >= 0 && device < c->num_devices ? c->devices[device].kind : "";
+}
+
+void tpu_client_memory_stats(tpu_client_t* c, int device,
+                             tpu_memory_stats_t* out) {
+  memset(out, 0, sizeof *out);
+  if (device < 0 || device >= c->num_devices) return;
+  tpu_device_info_t* d = &c->devices[device];
+  out->bytes_in_use = atomic_load(&d->bytes_in_use);
+  out->peak_bytes_in_use = atomic_load(&d->peak_bytes);
+  out->num_allocs = atomic_load(&d->num_allocs);
+  // Plugins that track memory (GPU, TPU) report a limit; the CPU one does not.
+  PJRT_ARGS(Device_MemoryStats, ms);
+  ms.device = d->handle;
+  tpu_status_t s = PJRT_CALL(c->api, Device_MemoryStats, ms);
+  if (!s && ms.bytes_limit_is_set) out->bytes_limit = ms.bytes_limit;
+  tpu_status_ignore(s);
+}
+
+void tpu_client_reset_peak(tpu_client_t* c, int device) {
+  if (device < 0 || device >= c->num_devices) return;
+  atomic_store(&c->devices[device].peak_bytes,
+               atomic_load(&c->devices[device].bytes_in_use));
+}

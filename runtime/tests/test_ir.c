@@ -1,0 +1,275 @@
+// The IR: builders, hash-consing, printing; programs run on the CPU plugin.
+#include <math.h>
+
+#include "ir/ir.h"
+#include "test.h"
+
+static tpu_graph_t* new_graph(void) {
+  tpu_graph_t* g = NULL;
+  CHECK_OK(tpu_graph_create(&g));
+  return g;
+}
+
+// Prints, compiles and runs the graph with the given f32/any inputs, one
+// output, copying it to `out`.
+static void run_graph(tpu_client_t* c, tpu_graph_t* g, tpu_val_t* outs, int nouts,
+                      const void* const* inputs, void** results, size_t* result_sizes) {
+  CHECK_OK(tpu_graph_error(g) ? tpu_status_clone(tpu_graph_error(g)) : TPU_OK);
+  tpu_program_output_t po[8];
+  for (int i = 0; i < nouts; ++i) po[i] = (tpu_program_output_t){outs[i], -1};
+  char* text;
+  size_t size;
+  CHECK_OK(tpu_graph_print(g, po, nouts, 1, &text, &size));
+  tpu_executable_t* e = NULL;
+  tpu_status_t s = tpu_executable_compile(c, text, size, 1, &e);
+  if (s) fprintf(stderr, "%s\n", text);
+  CHECK_OK(s);
+  tpu_free(text);
+  int np = tpu_graph_param_count(g);
+  tpu_buffer_t* args[8];
+  for (int i = 0; i < np; ++i) {
+    const tpu_type_t* t = tpu_ir_type(g, tpu_graph_param(g, i));
+    CHECK_OK(tpu_buffer_from_host(c, 0, t->dtype, t->dims, t->rank, inputs[i], NULL, &args[i]));
+  }
+  tpu_buffer_t* out[8];
+  CHECK_OK(tpu_executable_execute(e, 0, args, np, out, nouts));
+  for (int i = 0; i < nouts; ++i) {
+    CHECK_OK(tpu_buffer_to_host(out[i], results[i], result_sizes[i]));
+    tpu_buffer_release(out[i]);
+  }
+  for (int i = 0; i < np; ++i) tpu_buffer_release(args[i]);
+  tpu_executable_release(e);
+}
+
+void test_ir_golden_text(void) {
+  tpu_graph_t* g = new_graph();
+  int64_t d[2] = {2, 3};
+  tpu_type_t t = tpu_type_make(TPU_F32, d, 2);
+  tpu_val_t a = tpu_ir_param(g, &t), b = tpu_ir_param(g, &t);
+  tpu_val_t s = tpu_ir_binary(g, TPU_IR_ADD, a, b);
+  tpu_val_t zero = tpu_ir_const(g, TPU_F32, 0.0, NULL, 0);
+  int64_t dim1 = 1;
+  tpu_val_t r = tpu_ir_reduce(g, s, zero, &dim1, 1, TPU_BODY_ADD);
+  tpu_program_output_t out = {r, -1};
+  char* text;
+  size_t size;
+  CHECK_OK(tpu_graph_print(g, &out, 1, 1, &text, &size));
+  if (getenv("TPU_UPDATE_GOLDEN")) {  // regenerate after an intended change
+    FILE* w = fopen(TPU_TEST_GOLDEN_DIR "/add_reduce.mlir", "wb");
+    CHECK(w && fwrite(text, 1, size, w) == size);
+    fclose(w);
+  }
+  FILE* f = fopen(TPU_TEST_GOLDEN_DIR "/add_reduce.mlir", "rb");
+  CHECK_MSG(f, "missing golden file %s", TPU_TEST_GOLDEN_DIR "/add_reduce.mlir");
+  char golden[4096];
+  size_t n = fread(golden, 1, sizeof golden - 1, f);
+  golden[n] = 0;
+  fclose(f);
+  CHECK_MSG(!strcmp(golden, text), "printed text differs from the golden file:\n%s", text);
+  tpu_free(text);
+  tpu_graph_destroy(g);
+}
+
+void test_ir_hash_consing(void) {
+  tpu_graph_t* g = new_graph();
+  int64_t d[1] = {4};
+  tpu_type_t t = tpu_type_make(TPU_F32, d, 1);
+  tpu_val_t a = tpu_ir_param(g, &t);
+  tpu_val_t x = tpu_ir_unary(g, TPU_IR_EXP, a), y = tpu_ir_unary(g, TPU_IR_EXP, a);
+  CHECK(x == y);
+  tpu_val_t c1 = tpu_ir_const(g, TPU_F32, 1.5, d, 1), c2 = tpu_ir_const(g, TPU_F32, 1.5, d, 1);
+  CHECK(c1 == c2);
+  CHECK(tpu_ir_const(g, TPU_F32, 2.5, d, 1) != c1);
+  int32_t before = tpu_graph_node_count(g);
+  tpu_ir_binary(g, TPU_IR_ADD, x, c1);
+  tpu_ir_binary(g, TPU_IR_ADD, y, c2);
+  CHECK(tpu_graph_node_count(g) == before + 1);
+  // Two graphs built alike hash alike; a different op changes the hash.
+  tpu_graph_t* h = new_graph();
+  tpu_val_t ha = tpu_ir_param(h, &t);
+  tpu_val_t hx = tpu_ir_unary(h, TPU_IR_EXP, ha);
+  CHECK(tpu_hash_eq(tpu_ir_hash(g, x), tpu_ir_hash(h, hx)));
+  CHECK(!tpu_hash_eq(tpu_ir_hash(g, x), tpu_ir_hash(h, tpu_ir_unary(h, TPU_IR_LOG, ha))));
+  tpu_graph_destroy(h);
+  tpu_graph_destroy(g);
+}
+
+void test_ir_sticky_error(void) {
+  tpu_graph_t* g = new_graph();
+  int64_t d2[1] = {2}, d3[1] = {3};
+  tpu_type_t t2 = tpu_type_make(TPU_F32, d2, 1), t3 = tpu_type_make(TPU_F32, d3, 1);
+  tpu_val_t a = tpu_ir_param(g, &t2), b = tpu_ir_param(g, &t3);
+  tpu_val_t s = tpu_ir_binary(g, TPU_IR_ADD, a, b);
+  CHECK(s == TPU_VAL_NONE);
+  CHECK(tpu_ir_unary(g, TPU_IR_EXP, s) == TPU_VAL_NONE);
+  CHECK(!tpu_graph_ok(g));
+  CHECK(strstr(tpu_status_message(tpu_graph_error(g)), "tensor<2xf32> vs tensor<3xf32>"));
+  tpu_graph_reset(g);
+  CHECK(tpu_graph_ok(g) && tpu_graph_node_count(g) == 0);
+  tpu_graph_destroy(g);
+}
+
+void test_ir_run_add_broadcast_convert(void) {
+  tpu_client_t* c = test_client(1);
+  tpu_graph_t* g = new_graph();
+  int64_t d[2] = {2, 3}, r[1] = {3};
+  tpu_type_t tm = tpu_type_make(TPU_F32, d, 2), tr = tpu_type_make(TPU_I32, r, 1);
+  tpu_val_t m = tpu_ir_param(g, &tm), row = tpu_ir_param(g, &tr);
+  int64_t bd[1] = {1};
+  tpu_val_t rowf = tpu_ir_convert(g, row, TPU_F32);
+  tpu_val_t b = tpu_ir_broadcast(g, rowf, d, 2, bd);
+  tpu_val_t s = tpu_ir_binary(g, TPU_IR_ADD, m, b);
+  tpu_val_t h = tpu_ir_convert(g, s, TPU_BF16);
+  float mv[6] = {1, 2, 3, 4, 5, 6};
+  int32_t rv[3] = {10, 20, 30};
+  float out[6];
+  uint16_t outh[6];
+  const void* in[2] = {mv, rv};
+  void* res[2] = {out, outh};
+  size_t sizes[2] = {sizeof out, sizeof outh};
+  tpu_val_t outs[2] = {s, h};
+  run_graph(c, g, outs, 2, in, res, sizes);
+  for (int i = 0; i < 6; ++i) {
+    float want = mv[i] + (float)rv[i % 3];
+    CHECK(out[i] == want);
+    uint32_t bits = (uint32_t)outh[i] << 16;
+    float back;
+    memcpy(&back, &bits, 4);
+    CHECK(back == want);  // small integers are exact in bf16
+  }
+  tpu_graph_destroy(g);
+  tpu_client_release(c);
+}
+
+void test_ir_run_dot_reduce(void) {
+  tpu_client_t* c = test_client(1);
+  tpu_graph_t* g = new_graph();
+  int64_t da[2] = {2, 3}, db[2] = {3, 2};
+  tpu_type_t ta = tpu_type_make(TPU_F32, da, 2), tb = tpu_type_make(TPU_F32, db, 2);
+  tpu_val_t a = tpu_ir_param(g, &ta), b = tpu_ir_param(g, &tb);
+  tpu_dot_dims_t dn = {0};
+  dn.n_contract = 1;
+  dn.lhs_contract[0] = 1;
+  dn.rhs_contract[0] = 0;
+  tpu_val_t p = tpu_ir_dot(g, a, b, &dn, TPU_F32);
+  int64_t dims[2] = {0, 1};
+  tpu_val_t total = tpu_ir_reduce(g, p, tpu_ir_const(g, TPU_F32, 0, NULL, 0), dims, 2, TPU_BODY_ADD);
+  tpu_val_t mx = tpu_ir_reduce(g, a, tpu_ir_const_bits(g, TPU_F32, 0xff800000u, NULL, 0), dims + 1, 1, TPU_BODY_MAX);
+  float av[6] = {1, 2, 3, 4, 5, 6}, bv[6] = {1, 0, 0, 1, 1, 1}, pv[4], tv[1], mv[2];
+  const void* in[2] = {av, bv};
+  void* res[3] = {pv, tv, mv};
+  size_t sizes[3] = {sizeof pv, sizeof tv, sizeof mv};
+  tpu_val_t outs[3] = {p, total, mx};
+  run_graph(c, g, outs, 3, in, res, sizes);
+  CHECK(pv[0] == 4 && pv[1] == 5 && pv[2] == 10 && pv[3] == 11);
+  CHECK(tv[0] == 30);
+  CHECK(mv[0] == 3 && mv[1] == 6);
+  tpu_graph_destroy(g);
+  tpu_client_release(c);
+}
+
+void test_ir_run_argmax_sort_gather(void) {
+  tpu_client_t* c = test_client(1);
+  tpu_graph_t* g = new_graph();
+  int64_t d[1] = {6};
+  tpu_type_t t = tpu_type_make(TPU_F32, d, 1);
+  tpu_val_t x = tpu_ir_param(g, &t);
+  tpu_val_t idx = tpu_ir_iota(g, TPU_I64, d, 1, 0);
+  tpu_val_t am = tpu_ir_reduce_arg(g, x, idx, tpu_ir_const_bits(g, TPU_F32, 0xff800000u, NULL, 0),
+                                   tpu_ir_const_i(g, TPU_I64, 0, NULL, 0), 0, TPU_BODY_ARGMAX);
+  tpu_val_t am_i = tpu_ir_result(g, am, 1);
+  tpu_val_t ops[2] = {x, idx};
+  tpu_val_t srt = tpu_ir_sort(g, ops, 2, 0, TPU_SORT_ASCENDING, true);
+  tpu_val_t sv = tpu_ir_result(g, srt, 0), si = tpu_ir_result(g, srt, 1);
+  // gather x[[5, 0]]
+  int64_t picks[2] = {5, 0};
+  tpu_val_t pi = tpu_ir_reshape(g, tpu_ir_const_i64_array(g, picks, 2), (int64_t[]){2, 1}, 2);
+  tpu_gather_dims_t gd = {0};
+  gd.n_collapsed = 1;
+  gd.collapsed_slice_dims[0] = 0;
+  gd.n_start_map = 1;
+  gd.start_index_map[0] = 0;
+  gd.index_vector_dim = 1;
+  int64_t ss[1] = {1};
+  tpu_val_t ga = tpu_ir_gather(g, x, pi, &gd, ss);
+  float xv[6] = {3, NAN, 7, 7, -1, 2}, svv[6], gv[2];
+  int64_t amv, siv[6];
+  const void* in[1] = {xv};
+  void* res[4] = {&amv, svv, siv, gv};
+  size_t sizes[4] = {8, sizeof svv, sizeof siv, sizeof gv};
+  tpu_val_t outs[4] = {am_i, sv, si, ga};
+  run_graph(c, g, outs, 4, in, res, sizes);
+  CHECK_MSG(amv == 1, "argmax with NaN should pick the NaN, got %lld", (long long)amv);
+  CHECK(svv[0] == -1 && svv[1] == 2 && svv[2] == 3 && svv[3] == 7 && svv[4] == 7 && isnan(svv[5]));
+  CHECK(siv[3] == 2 && siv[4] == 3 && siv[5] == 1);  // stable, NaN last
+  CHECK(gv[0] == 2 && gv[1] == 3);
+  tpu_graph_destroy(g);
+  tpu_client_release(c);
+}
+
+void test_ir_compile_all_ops(void) {
+  // Every builder once, in one module: the printer's syntax for each op must
+  // be accepted by the real compiler.
+  tpu_client_t* c = test_client(1);
+  tpu_graph_t* g = new_graph();
+  int64_t d4[4] = {1, 2, 4, 4}, k4[4] = {3, 2, 3, 3};
+  tpu_type_t ti = tpu_type_make(TPU_F32, d4, 4), tk = tpu_type_make(TPU_F32, k4, 4);
+  tpu_val_t x = tpu_ir_param(g, &ti), k = tpu_ir_param(g, &tk);
+  tpu_conv_attrs_t ca;
+  tpu_conv_attrs_default(&ca, 2);
+  ca.pad_lo[0] = ca.pad_hi[0] = ca.pad_lo[1] = ca.pad_hi[1] = 1;
+  tpu_val_t conv = tpu_ir_conv(g, x, k, &ca, TPU_F32);
+  tpu_window_t w = {0};
+  w.dims[0] = w.dims[1] = 1;
+  w.dims[2] = w.dims[3] = 2;
+  w.strides[0] = w.strides[1] = 1;
+  w.strides[2] = w.strides[3] = 2;
+  tpu_val_t ninf = tpu_ir_const_bits(g, TPU_F32, 0xff800000u, NULL, 0);
+  tpu_val_t zero = tpu_ir_const(g, TPU_F32, 0, NULL, 0);
+  tpu_val_t pool = tpu_ir_reduce_window(g, x, ninf, &w, TPU_BODY_MAX);
+  tpu_val_t sas = tpu_ir_select_and_scatter(g, x, pool, zero, &w);
+  tpu_val_t sl = tpu_ir_slice(g, x, (int64_t[]){0, 0, 1, 0}, (int64_t[]){1, 2, 4, 4}, (int64_t[]){1, 1, 2, 1});
+  tpu_val_t pd = tpu_ir_pad(g, sl, zero, (int64_t[]){0, 0, 1, 0}, (int64_t[]){0, 0, 0, 1}, NULL);
+  tpu_val_t rv = tpu_ir_reverse(g, x, (int64_t[]){3}, 1);
+  tpu_val_t tr = tpu_ir_transpose(g, rv, (int64_t[]){0, 1, 3, 2});
+  tpu_val_t cc = tpu_ir_concat(g, (tpu_val_t[]){x, tr}, 2, 1);
+  tpu_val_t i0 = tpu_ir_const_i(g, TPU_I64, 1, NULL, 0);
+  tpu_val_t ds = tpu_ir_dynamic_slice(g, x, (tpu_val_t[]){i0, i0, i0, i0}, (int64_t[]){1, 1, 2, 2});
+  tpu_val_t dus = tpu_ir_dynamic_update_slice(g, x, ds, (tpu_val_t[]){i0, i0, i0, i0});
+  tpu_val_t cmp = tpu_ir_compare(g, TPU_CMP_LT, x, dus);
+  tpu_val_t sel = tpu_ir_select(g, cmp, x, dus);
+  tpu_val_t un = tpu_ir_unary(g, TPU_IR_ERF, tpu_ir_unary(g, TPU_IR_TANH, sel));
+  tpu_val_t cl = tpu_ir_clamp(g, zero, tpu_ir_reshape(g, un, (int64_t[]){32}, 1), tpu_ir_const(g, TPU_F32, 0.5, NULL, 0));
+  tpu_val_t flat = tpu_ir_reshape(g, x, (int64_t[]){32}, 1);
+  tpu_val_t upd = tpu_ir_const(g, TPU_F32, 1, (int64_t[]){2}, 1);
+  tpu_val_t sidx = tpu_ir_reshape(g, tpu_ir_const_i64_array(g, (int64_t[]){3, 7}, 2), (int64_t[]){2, 1}, 2);
+  tpu_scatter_dims_t sd = {0};
+  sd.n_inserted = 1;
+  sd.n_to_operand = 1;
+  sd.index_vector_dim = 1;
+  tpu_val_t sc = tpu_ir_scatter(g, flat, sidx, upd, &sd, TPU_BODY_ADD);
+  tpu_val_t tk2 = tpu_ir_top_k(g, flat, 3);
+  tpu_val_t state = tpu_ir_const_i(g, TPU_U64, 42, (int64_t[]){2}, 1);
+  tpu_type_t bits_t = tpu_type_make(TPU_U32, (int64_t[]){4}, 1);
+  tpu_val_t rng = tpu_ir_rng_bits(g, state, &bits_t);
+  tpu_val_t cx = tpu_ir_binary(g, TPU_IR_COMPLEX, flat, flat);
+  tpu_val_t cre = tpu_ir_unary(g, TPU_IR_REAL, tpu_ir_binary(g, TPU_IR_MUL, cx, tpu_ir_const_complex(g, TPU_C64, 0, 1, (int64_t[]){32}, 1)));
+  tpu_val_t bc = tpu_ir_bitcast(g, flat, &(tpu_type_t){TPU_I32, 1, {32}});
+  tpu_val_t outs[] = {conv, sas, pd, cc, cl, sc, tpu_ir_result(g, tk2, 1), tpu_ir_result(g, rng, 1), cre, bc};
+  int n = (int)(sizeof outs / sizeof outs[0]);
+  CHECK_OK(tpu_graph_error(g) ? tpu_status_clone(tpu_graph_error(g)) : TPU_OK);
+  tpu_program_output_t po[16];
+  for (int i = 0; i < n; ++i) po[i] = (tpu_program_output_t){outs[i], -1};
+  char* text;
+  size_t size;
+  CHECK_OK(tpu_graph_print(g, po, n, 1, &text, &size));
+  tpu_executable_t* e = NULL;
+  tpu_status_t s = tpu_executable_compile(c, text, size, 1, &e);
+  if (s) fprintf(stderr, "%s\n", text);
+  CHECK_OK(s);
+  CHECK(tpu_executable_num_outputs(e) == n);
+  tpu_free(text);
+  tpu_executable_release(e);
+  tpu_graph_destroy(g);
+  tpu_client_release(c);
+}

@@ -1,0 +1,158 @@
+// The PJRT layer against the real XLA CPU plugin.
+#include "test.h"
+
+void test_plugin_load(void) {
+  tpu_client_t* c = test_client(2);
+  CHECK(tpu_client_device_count(c) == 2);
+  CHECK(!strcmp(tpu_client_platform(c), "cpu"));
+  CHECK(tpu_client_api_minor(c) >= 40);
+  printf("  plugin %s\n  platform %s %s, PJRT API 0.%d, xla_version %lld, "
+         "device kind '%s'\n", tpu_client_plugin_path(c), tpu_client_platform(c),
+         tpu_client_platform_version(c), tpu_client_api_minor(c),
+         (long long)tpu_client_xla_version(c), tpu_client_device_kind(c, 0));
+  int64_t v[3];
+  tpu_client_stablehlo_version(c, v);
+  printf("  StableHLO %lld.%lld.%lld\n", (long long)v[0], (long long)v[1], (long long)v[2]);
+  tpu_client_release(c);
+}
+
+void test_plugin_errors(void) {
+  tpu_client_t* c = NULL;
+  tpu_client_options_t missing = {"/nonexistent/plugin.so", 1};
+  CHECK_ERROR(tpu_client_create(&missing, &c), TPU_CODE_NOT_FOUND, "/nonexistent/plugin.so");
+  CHECK(c == NULL);
+  tpu_client_options_t not_plugin = {"/bin/sh", 1};
+  CHECK_ERROR(tpu_client_create(&not_plugin, &c), TPU_CODE_INVALID_ARGUMENT, "/bin/sh");
+  // A real shared library without GetPjrtApi.
+  tpu_client_options_t libm = {"/lib/x86_64-linux-gnu/libm.so.6", 1};
+  CHECK_ERROR(tpu_client_create(&libm, &c), TPU_CODE_INVALID_ARGUMENT, "GetPjrtApi");
+  tpu_client_options_t bad_name = {"gpu9", 1};
+  CHECK_ERROR(tpu_client_create(&bad_name, &c), TPU_CODE_INVALID_ARGUMENT, "gpu9");
+}
+
+// Fills n bytes with a pattern that is a valid value for every dtype
+// (bool must be 0/1).
+static void fill(unsigned char* p, size_t n, tpu_dtype_t t) {
+  for (size_t i = 0; i < n; ++i) p[i] = t == TPU_BOOL ? (unsigned char)(i % 3 == 0) : (unsigned char)(i * 37 + 11);
+}
+
+void test_roundtrip_dtypes(void) {
+  tpu_client_t* c = test_client(1);
+  int64_t dims[2] = {3, 5};
+  for (int t = 0; t < TPU_DTYPE_COUNT; ++t) {
+    size_t n = 15 * tpu_dtype_size((tpu_dtype_t)t);
+    unsigned char src[15 * 16], dst[15 * 16];
+    fill(src, n, (tpu_dtype_t)t);
+    memset(dst, 0xee, sizeof dst);
+    tpu_buffer_t* b = NULL;
+    CHECK_OK(tpu_buffer_from_host(c, 0, (tpu_dtype_t)t, dims, 2, src, NULL, &b));
+    CHECK(tpu_buffer_nbytes(b) == n);
+    CHECK(tpu_buffer_dtype(b) == (tpu_dtype_t)t);
+    CHECK_OK(tpu_buffer_to_host(b, dst, sizeof dst));
+    CHECK_MSG(!memcmp(src, dst, n), "round trip of %s changed the bytes", tpu_dtype_name((tpu_dtype_t)t));
+    tpu_buffer_release(b);
+  }
+  tpu_memory_stats_t ms;
+  tpu_client_memory_stats(c, 0, &ms);
+  CHECK(ms.bytes_in_use == 0 && ms.peak_bytes_in_use > 0);
+  tpu_client_release(c);
+}
+
+void test_roundtrip_strided(void) {
+  tpu_client_t* c = test_client(1);
+  // A 4x3 column-major view of 12 floats: element (i, j) at i + 4j.
+  float host[12], out[12];
+  for (int i = 0; i < 12; ++i) host[i] = (float)i;
+  int64_t dims[2] = {4, 3}, strides[2] = {4, 16};
+  tpu_buffer_t* b = NULL;
+  CHECK_OK(tpu_buffer_from_host(c, 0, TPU_F32, dims, 2, host, strides, &b));
+  CHECK_OK(tpu_buffer_to_host(b, out, sizeof out));
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) CHECK(out[i * 3 + j] == host[i + 4 * j]);
+  tpu_buffer_release(b);
+  tpu_client_release(c);
+}
+
+static const char* add_program =
+    "module @add {\n"
+    "  func.func public @main(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -> tensor<2x3xf32> {\n"
+    "    %0 = stablehlo.add %a, %b : tensor<2x3xf32>\n"
+    "    return %0 : tensor<2x3xf32>\n"
+    "  }\n"
+    "}\n";
+
+void test_compile_and_run_add(void) {
+  tpu_client_t* c = test_client(2);
+  tpu_executable_t* e = test_compile(c, add_program);
+  CHECK(tpu_executable_num_outputs(e) == 1);
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {10, 20, 30, 40, 50, 60}, r[6];
+  int64_t dims[2] = {2, 3};
+  for (int dev = 0; dev < 2; ++dev) {  // one executable runs on either device
+    tpu_buffer_t *ba, *bb, *out;
+    CHECK_OK(tpu_buffer_from_host(c, dev, TPU_F32, dims, 2, a, NULL, &ba));
+    CHECK_OK(tpu_buffer_from_host(c, dev, TPU_F32, dims, 2, b, NULL, &bb));
+    tpu_buffer_t* args[2] = {ba, bb};
+    CHECK_OK(tpu_executable_execute(e, dev, args, 2, &out, 1));
+    CHECK(tpu_buffer_device(out) == dev);
+    CHECK_OK(tpu_buffer_to_host(out, r, sizeof r));
+    for (int i = 0; i < 6; ++i) CHECK(r[i] == a[i] + b[i]);
+    tpu_buffer_release(ba);
+    tpu_buffer_release(bb);
+    tpu_buffer_release(out);
+  }
+  tpu_executable_release(e);
+  tpu_client_release(c);
+}
+
+void test_compile_errors(void) {
+  tpu_client_t* c = test_client(1);
+  tpu_executable_t* e = NULL;
+  const char* bad = "module { func.func public @main(%a: tensor<2xf32>) -> tensor<2xf32> { %0 = stablehlo.bogus %a : tensor<2xf32> return %0 : tensor<2xf32> } }";
+  CHECK_ERROR(tpu_executable_compile(c, bad, strlen(bad), 1, &e), TPU_CODE_INVALID_ARGUMENT, "bogus");
+  CHECK(e == NULL);
+  const char* type_error = "module { func.func public @main(%a: tensor<2xf32>, %b: tensor<3xf32>) -> tensor<2xf32> { %0 = stablehlo.add %a, %b : (tensor<2xf32>, tensor<3xf32>) -> tensor<2xf32> return %0 : tensor<2xf32> } }";
+  tpu_status_t s = tpu_executable_compile(c, type_error, strlen(type_error), 1, &e);
+  CHECK(s != NULL && tpu_status_code(s) == TPU_CODE_INVALID_ARGUMENT);
+  tpu_status_free(s);
+  CHECK_ERROR(tpu_executable_compile(c, "", 0, 1, &e), TPU_CODE_INVALID_ARGUMENT, "");
+  tpu_client_release(c);
+}
+
+void test_execute_errors(void) {
+  tpu_client_t* c = test_client(1);
+  tpu_executable_t* e = test_compile(c, add_program);
+  float a[6] = {0};
+  int64_t dims[2] = {2, 3}, dims_wrong[2] = {3, 2};
+  tpu_buffer_t *f, *i, *w, *out = NULL;
+  CHECK_OK(tpu_buffer_from_host(c, 0, TPU_F32, dims, 2, a, NULL, &f));
+  CHECK_OK(tpu_buffer_from_host(c, 0, TPU_I32, dims, 2, a, NULL, &i));
+  CHECK_OK(tpu_buffer_from_host(c, 0, TPU_F32, dims_wrong, 2, a, NULL, &w));
+  tpu_buffer_t* one[1] = {f};
+  CHECK_ERROR(tpu_executable_execute(e, 0, one, 1, &out, 1), TPU_CODE_INVALID_ARGUMENT, "takes 2 arguments");
+  tpu_buffer_t* mixed[2] = {f, i};
+  CHECK_ERROR(tpu_executable_execute(e, 0, mixed, 2, &out, 1), TPU_CODE_INVALID_ARGUMENT, "dtype I32");
+  tpu_buffer_t* shaped[2] = {f, w};
+  CHECK_ERROR(tpu_executable_execute(e, 0, shaped, 2, &out, 1), TPU_CODE_INVALID_ARGUMENT, "argument 1");
+  CHECK(out == NULL);
+  tpu_buffer_t* ok[2] = {f, f};
+  CHECK_OK(tpu_executable_execute(e, 0, ok, 2, &out, 1));  // still usable
+  tpu_buffer_release(out);
+  tpu_buffer_release(f);
+  tpu_buffer_release(i);
+  tpu_buffer_release(w);
+  tpu_executable_release(e);
+  tpu_client_release(c);
+}
+
+void test_transfer_too_small(void) {
+  tpu_client_t* c = test_client(1);
+  float a[6] = {0}, small[2];
+  int64_t dims[1] = {6};
+  tpu_buffer_t* b;
+  CHECK_OK(tpu_buffer_from_host(c, 0, TPU_F32, dims, 1, a, NULL, &b));
+  CHECK_ERROR(tpu_buffer_to_host(b, small, sizeof small), TPU_CODE_INVALID_ARGUMENT, "too small");
+  tpu_buffer_t* none = NULL;
+  CHECK_ERROR(tpu_buffer_from_host(c, 5, TPU_F32, dims, 1, a, NULL, &none), TPU_CODE_INVALID_ARGUMENT, "device 5");
+  tpu_buffer_release(b);
+  tpu_client_release(c);
+}
