@@ -1,3 +1,256 @@
-#include "tpu/tpu.h"
+// The process-wide runtime: client, devices, modes, metrics, slots.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-void tpu_runtime_shutdown(void) {}
+#include "eager/eager.h"
+
+static tpu_runtime_t runtime;
+static bool initialized;
+static tpu_status_t init_error;
+static mtx_t init_lock;
+static once_flag init_once = ONCE_FLAG_INIT;
+
+static void init_lock_create(void) { mtx_init(&init_lock, mtx_plain); }
+
+tpu_runtime_t* tpu_rt(void) { return initialized ? &runtime : NULL; }
+tpu_client_t* tpu_runtime_client(void) { return initialized ? runtime.client : NULL; }
+int tpu_device_count(void) { return initialized ? runtime.num_devices : 0; }
+
+//===--- modes ---===//
+
+static _Atomic int default_mode = TPU_MODE_STRICT;
+static _Thread_local int thread_mode = -1;
+
+tpu_mode_t tpu_mode_get(void) {
+  return thread_mode >= 0 ? (tpu_mode_t)thread_mode : (tpu_mode_t)default_mode;
+}
+void tpu_mode_set(tpu_mode_t m) { thread_mode = (int)m; }
+void tpu_mode_set_default(tpu_mode_t m) { default_mode = (int)m; }
+const char* tpu_mode_name(tpu_mode_t m) {
+  return m == TPU_MODE_DEBUG ? "debug" : m == TPU_MODE_FUSED ? "fused" : "strict";
+}
+
+//===--- metrics ---===//
+
+static atomic_llong metrics[TPU_M_COUNT];
+
+void tpu_metric_add(tpu_metric_t m, int64_t n) {
+  atomic_fetch_add_explicit(&metrics[m], n, memory_order_relaxed);
+}
+
+void tpu_metrics_get(tpu_metrics_t* out) {
+  memset(out, 0, sizeof *out);
+  out->compiles = metrics[TPU_M_COMPILES];
+  out->cache_hits = metrics[TPU_M_CACHE_HITS];
+  out->cache_misses = metrics[TPU_M_CACHE_MISSES];
+  out->disk_hits = metrics[TPU_M_DISK_HITS];
+  out->executions = metrics[TPU_M_EXECUTIONS];
+  out->host_syncs = metrics[TPU_M_HOST_SYNCS];
+  out->h2d_bytes = metrics[TPU_M_H2D_BYTES];
+  out->d2h_bytes = metrics[TPU_M_D2H_BYTES];
+  out->h2d_copies = metrics[TPU_M_H2D_COPIES];
+  out->d2h_copies = metrics[TPU_M_D2H_COPIES];
+  out->flushes = metrics[TPU_M_FLUSHES];
+  out->graph_nodes = metrics[TPU_M_GRAPH_NODES];
+  out->ops_recorded = metrics[TPU_M_OPS];
+  out->compile_seconds = (double)metrics[TPU_M_COMPILE_NS] * 1e-9;
+}
+
+void tpu_metrics_reset(void) {
+  for (int i = 0; i < TPU_M_COUNT; ++i) atomic_store(&metrics[i], 0);
+}
+
+//===--- init / shutdown ---===//
+
+static tpu_mode_t mode_from_env(void) {
+  const char* m = getenv("TORCHTPU_MODE");
+  if (m && !strcmp(m, "debug")) return TPU_MODE_DEBUG;
+  if (m && !strcmp(m, "fused")) return TPU_MODE_FUSED;
+  return TPU_MODE_STRICT;
+}
+
+static int64_t env_int(const char* name, int64_t dflt) {
+  const char* v = getenv(name);
+  return v && *v ? strtoll(v, NULL, 10) : dflt;
+}
+
+static tpu_status_t init_locked(void) {
+  const char* mode = getenv("TORCHTPU_MODE");
+  if (mode && *mode && strcmp(mode, "debug") && strcmp(mode, "strict") &&
+      strcmp(mode, "fused"))
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "TORCHTPU_MODE=%s: expected debug, strict or fused",
+                           mode);
+  tpu_mode_set_default(mode_from_env());
+  int64_t n = env_int("TORCHTPU_CPU_DEVICES", 1);
+  if (n < 1 || n > 64)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "TORCHTPU_CPU_DEVICES=%lld: expected 1 to 64",
+                           (long long)n);
+  tpu_client_options_t o = {NULL, (int)n};
+  tpu_runtime_t rt;
+  memset(&rt, 0, sizeof rt);
+  TPU_RETURN_IF_ERROR(tpu_client_create(&o, &rt.client));
+  rt.num_devices = tpu_client_device_count(rt.client);
+  rt.flush_cap = env_int("TORCHTPU_FUSED_MAX_OPS", 4096);
+  tpu_status_t s = tpu_cache_create(rt.client,
+                                    (size_t)env_int("TORCHTPU_CACHE_ENTRIES", 8192),
+                                    &rt.cache);
+  if (!s) {
+    rt.devices = tpu_calloc((size_t)rt.num_devices, sizeof *rt.devices);
+    if (!rt.devices) s = tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  for (int i = 0; !s && i < rt.num_devices; ++i) {
+    tpu_dev_t* d = &rt.devices[i];
+    mtx_init(&d->lock, mtx_recursive);
+    d->index = i;
+    d->gen = 1;
+    d->checks_tail = &d->checks;
+    s = tpu_graph_create(&d->graph);
+  }
+  if (s) {
+    if (rt.devices)
+      for (int i = 0; i < rt.num_devices; ++i) tpu_graph_destroy(rt.devices[i].graph);
+    tpu_free(rt.devices);
+    tpu_cache_destroy(rt.cache);
+    tpu_client_release(rt.client);
+    return s;
+  }
+  runtime = rt;
+  return TPU_OK;
+}
+
+tpu_status_t tpu_runtime_init(void) {
+  call_once(&init_once, init_lock_create);
+  mtx_lock(&init_lock);
+  if (!initialized && !init_error) {
+    init_error = init_locked();
+    initialized = init_error == NULL;
+  }
+  tpu_status_t s = tpu_status_clone(init_error);
+  mtx_unlock(&init_lock);
+  return s;
+}
+
+static void drop_checks(tpu_dev_t* d);
+
+void tpu_runtime_shutdown(void) {
+  call_once(&init_once, init_lock_create);
+  mtx_lock(&init_lock);
+  if (initialized) {
+    for (int i = 0; i < runtime.num_devices; ++i) {
+      tpu_dev_t* d = &runtime.devices[i];
+      tpu_status_ignore(tpu_dev_flush(d));
+      tpu_status_ignore(tpu_dev_wait_all(d));
+      tpu_free(d->inflight);
+      tpu_free(d->undo);
+      drop_checks(d);
+      tpu_graph_destroy(d->graph);
+      tpu_free(d->params);
+      tpu_free(d->written);
+      tpu_free(d->asserts);
+      tpu_scalar_cache_destroy(d->scalars);
+      mtx_destroy(&d->lock);
+    }
+    tpu_free(runtime.devices);
+    tpu_cache_destroy(runtime.cache);
+    tpu_client_release(runtime.client);
+    memset(&runtime, 0, sizeof runtime);
+    initialized = false;
+  }
+  tpu_status_free(init_error);
+  init_error = NULL;
+  mtx_unlock(&init_lock);
+}
+
+tpu_status_t tpu_dev_get(int device, tpu_dev_t** out) {
+  *out = NULL;
+  if (!initialized) TPU_RETURN_IF_ERROR(tpu_runtime_init());
+  if (device < 0 || device >= runtime.num_devices)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "Invalid device index %d: %d tpu device(s) available",
+                           device, runtime.num_devices);
+  *out = &runtime.devices[device];
+  return TPU_OK;
+}
+
+void tpu_dev_lock(tpu_dev_t* d) { mtx_lock(&d->lock); }
+void tpu_dev_unlock(tpu_dev_t* d) { mtx_unlock(&d->lock); }
+
+//===--- device-side assertion results ---===//
+
+static void free_check(tpu_pending_check_t* c) {
+  tpu_buffer_release(c->code);
+  for (int i = 0; i < c->num_asserts; ++i) tpu_status_free(c->statuses[i]);
+  for (int i = 0; i < c->num_written; ++i) {
+    tpu_slot_release(c->slots[i]);
+    tpu_buffer_release(c->buffers[i]);
+  }
+  tpu_free(c->statuses);
+  tpu_free(c->slots);
+  tpu_free(c->buffers);
+  tpu_free(c);
+}
+
+static void drop_checks(tpu_dev_t* d) {
+  while (d->checks) {
+    tpu_pending_check_t* c = d->checks;
+    d->checks = c->next;
+    free_check(c);
+  }
+  d->checks_tail = &d->checks;
+}
+
+tpu_status_t tpu_dev_check(tpu_dev_t* d) {
+  tpu_status_t first = TPU_OK;
+  while (d->checks) {
+    tpu_pending_check_t* c = d->checks;
+    d->checks = c->next;
+    int32_t code = 0;
+    tpu_status_t s = tpu_buffer_to_host(c->code, &code, sizeof code);
+    tpu_metric_add(TPU_M_HOST_SYNCS, 1);
+    if (!s && code > 0 && code <= c->num_asserts) s = tpu_status_clone(c->statuses[code - 1]);
+    if (s) {
+      for (int i = 0; i < c->num_written; ++i) {
+        tpu_slot_t* slot = c->slots[i];
+        if (slot->buffer == c->buffers[i] && !slot->poison)
+          slot->poison = tpu_status_clone(s);
+      }
+    }
+    if (s && !first) first = s;
+    else tpu_status_free(s);
+    free_check(c);
+  }
+  d->checks_tail = &d->checks;
+  return first;
+}
+
+//===--- slots ---===//
+
+static void slot_destroy(void* self) {
+  tpu_slot_t* s = self;
+  tpu_buffer_release(s->buffer);
+  tpu_status_free(s->poison);
+  tpu_free(s);
+}
+
+tpu_status_t tpu_slot_create(int device, size_t nbytes, tpu_slot_t** out) {
+  *out = NULL;
+  tpu_dev_t* d;
+  TPU_RETURN_IF_ERROR(tpu_dev_get(device, &d));
+  tpu_slot_t* s = tpu_calloc(1, sizeof *s);
+  if (!s) return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  tpu_object_init(&s->obj, slot_destroy);
+  s->device = device;
+  s->nbytes = nbytes;
+  s->dtype = TPU_U8;
+  s->pending = s->param = TPU_VAL_NONE;
+  *out = s;
+  return TPU_OK;
+}
+
+void tpu_slot_retain(tpu_slot_t* s) { if (s) tpu_object_retain(&s->obj); }
+void tpu_slot_release(tpu_slot_t* s) { if (s) tpu_object_release(&s->obj); }
+size_t tpu_slot_nbytes(const tpu_slot_t* s) { return s->nbytes; }
+int tpu_slot_device(const tpu_slot_t* s) { return s->device; }

@@ -92,6 +92,25 @@ void tpu_graph_reset(tpu_graph_t* g) {
   g->error = NULL;
 }
 
+static bool grow_table(tpu_graph_t* g);
+
+void tpu_graph_truncate(tpu_graph_t* g, int32_t count) {
+  if (count >= g->count && !g->error) return;
+  if (count < g->count) {
+    g->count = count;
+    while (g->num_params > 0 && g->params[g->num_params - 1] >= count) --g->num_params;
+    // Rebuild the hash-consing table from the surviving nodes.
+    if (g->table) {
+      memset(g->table, 0, sizeof(int32_t) * g->table_cap);
+      uint32_t cap = g->table_cap;
+      g->table_cap /= 2;  // grow_table doubles it back
+      if (!grow_table(g)) g->table_cap = cap;
+    }
+  }
+  tpu_status_free(g->error);
+  g->error = NULL;
+}
+
 void* tpu_graph_alloc(tpu_graph_t* g, size_t size) {
   size = (size + 15) & ~(size_t)15;
   arena_chunk_t* c = g->arena;

@@ -169,12 +169,17 @@ TPU_MUST_USE tpu_status_t tpu_graph_create(tpu_graph_t** out_graph);
 void tpu_graph_destroy(tpu_graph_t* g);
 // Forgets every node, keeping the memory for reuse.
 void tpu_graph_reset(tpu_graph_t* g);
+// Drops every node from index `count` on (and parameters made since), and
+// clears the error: undoes a failed op in a graph that holds earlier ones.
+void tpu_graph_truncate(tpu_graph_t* g, int32_t count);
 // The first builder error, or OK. The graph keeps its own copy.
 tpu_status_t tpu_graph_error(const tpu_graph_t* g);
 TPU_MUST_USE tpu_status_t tpu_graph_take_error(tpu_graph_t* g);
 // Records an error (first one wins; takes ownership of `status`).
 void tpu_graph_fail(tpu_graph_t* g, tpu_status_t status);
 bool tpu_graph_ok(const tpu_graph_t* g);
+// Scratch memory that lives until the graph is reset (NULL when out of memory).
+void* tpu_graph_alloc(tpu_graph_t* g, size_t size);
 int32_t tpu_graph_node_count(const tpu_graph_t* g);
 
 const tpu_type_t* tpu_ir_type(const tpu_graph_t* g, tpu_val_t v);

@@ -34,8 +34,6 @@ struct tpu_graph {
   tpu_status_t error;
 };
 
-// Arena memory lives until the next reset.
-void* tpu_graph_alloc(tpu_graph_t* g, size_t size);
 
 // Adds a node (or finds its twin). `attrs` is copied; its bytes take part in
 // hashing and equality, so attribute structs must be fully initialized

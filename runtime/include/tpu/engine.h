@@ -1,0 +1,211 @@
+// The eager engine: storage slots, ops, copies, modes, synchronization.
+//
+// A storage slot is the device side of one PyTorch storage: a mutable cell
+// holding the current immutable value of nbytes bytes, which is a device
+// buffer (a flat 1-D array, possibly still being computed), a pending node of
+// the device's deferred graph, or nothing yet (uninitialized). A tensor is a
+// view of a slot: (dtype, sizes, strides, offset), strides and offset in
+// elements of the view's dtype. Reading a view reads the slot's value through
+// it; writing a view replaces the slot's value with an updated one, so every
+// view of the slot sees the write.
+//
+// Ops are recorded into the device's graph. In debug mode each op is compiled,
+// run and waited for; in strict mode each op runs asynchronously as its own
+// cached executable; in fused mode ops accumulate and run together at the
+// next flush (a host read, a synchronize, a size cap).
+//
+// Errors raised on the device (an index out of range) surface at the next
+// host synchronization in strict and fused mode, and at the op in debug mode.
+// Outputs of a failed computation are poisoned: reading them raises the
+// error again until they are overwritten.
+//
+// Thread safety: every function may be called from any thread; each device
+// serializes its own recording.
+#ifndef TPU_ENGINE_H_
+#define TPU_ENGINE_H_
+
+#include "tpu/base.h"
+#include "tpu/client.h"
+#include "tpu/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+//===--- runtime ---===//
+
+typedef enum tpu_mode {
+  TPU_MODE_DEBUG = 0,
+  TPU_MODE_STRICT = 1,
+  TPU_MODE_FUSED = 2,
+} tpu_mode_t;
+
+// Creates the process-wide client from TORCHTPU_PLUGIN, TORCHTPU_PLUGIN_PATH,
+// TORCHTPU_CPU_DEVICES and TORCHTPU_MODE. Idempotent; the first error is
+// remembered and returned again.
+TPU_MUST_USE tpu_status_t tpu_runtime_init(void);
+// The client (borrowed), or NULL before a successful init.
+tpu_client_t* tpu_runtime_client(void);
+int tpu_device_count(void);  // 0 before a successful init
+
+// The mode of the calling thread (a thread starts in the process default).
+tpu_mode_t tpu_mode_get(void);
+void tpu_mode_set(tpu_mode_t mode);  // for the calling thread
+void tpu_mode_set_default(tpu_mode_t mode);  // for threads without their own
+const char* tpu_mode_name(tpu_mode_t mode);
+
+//===--- slots ---===//
+
+typedef struct tpu_slot tpu_slot_t;
+
+TPU_MUST_USE tpu_status_t tpu_slot_create(int device, size_t nbytes,
+                                          tpu_slot_t** out_slot);
+void tpu_slot_retain(tpu_slot_t* slot);
+void tpu_slot_release(tpu_slot_t* slot);
+size_t tpu_slot_nbytes(const tpu_slot_t* slot);
+int tpu_slot_device(const tpu_slot_t* slot);
+// Grows or shrinks the slot, keeping the first min(old, new) bytes.
+TPU_MUST_USE tpu_status_t tpu_slot_resize(tpu_slot_t* slot, size_t nbytes);
+
+typedef struct tpu_view {
+  tpu_slot_t* slot;  // borrowed
+  tpu_dtype_t dtype;
+  int32_t rank;
+  int64_t sizes[TPU_MAX_RANK];
+  int64_t strides[TPU_MAX_RANK];
+  int64_t offset;
+} tpu_view_t;
+
+int64_t tpu_view_numel(const tpu_view_t* v);
+// A contiguous view of `rank` dims over the start of `slot`.
+tpu_view_t tpu_view_contiguous(tpu_slot_t* slot, tpu_dtype_t dtype,
+                               const int64_t* sizes, int rank);
+
+//===--- copies and synchronization ---===//
+
+// Host data (dense row-major in the view's shape and dtype) into a view.
+TPU_MUST_USE tpu_status_t tpu_copy_from_host(const tpu_view_t* dst,
+                                             const void* data);
+// A view into host memory (dense row-major), waiting for the value.
+TPU_MUST_USE tpu_status_t tpu_copy_to_host(const tpu_view_t* src, void* data,
+                                           size_t size);
+// Device to device (same or another device), converting dtypes.
+TPU_MUST_USE tpu_status_t tpu_copy(const tpu_view_t* dst,
+                                   const tpu_view_t* src);
+// Runs everything recorded on the device, waits for it, and raises any
+// pending device-side error. device -1 = all devices.
+TPU_MUST_USE tpu_status_t tpu_synchronize(int device);
+// Runs what is recorded without waiting (fused mode flush point).
+TPU_MUST_USE tpu_status_t tpu_flush(int device);
+
+//===--- ops ---===//
+
+typedef enum tpu_arg_kind {
+  TPU_ARG_NONE,     // an omitted optional
+  TPU_ARG_TENSOR,   // a tpu tensor
+  TPU_ARG_TENSORS,  // a list of tpu tensors (entries may be NULL)
+  TPU_ARG_SCALAR,   // a number: Python scalar or a CPU 0-d tensor
+  TPU_ARG_INT,
+  TPU_ARG_INTS,
+  TPU_ARG_FLOAT,
+  TPU_ARG_FLOATS,
+  TPU_ARG_BOOL,
+  TPU_ARG_BOOLS,
+  TPU_ARG_STRING,
+  TPU_ARG_DTYPE,
+  TPU_ARG_RNG,      // a generator's (seed, counter) for this call
+} tpu_arg_kind_t;
+
+// How a number takes part in type promotion (PyTorch's three tiers).
+typedef enum tpu_tier {
+  TPU_TIER_DIM = 0,      // a tensor with at least one dimension
+  TPU_TIER_ZERO = 1,     // a 0-d tensor
+  TPU_TIER_WRAPPED = 2,  // a Python number
+} tpu_tier_t;
+
+typedef struct tpu_scalar {
+  tpu_dtype_t dtype;  // BOOL, I64, F64 or C128 for Python numbers; any for
+                      // a CPU 0-d tensor
+  tpu_tier_t tier;
+  union {
+    bool b;
+    int64_t i;
+    double f;
+    double c[2];
+  };
+} tpu_scalar_t;
+
+typedef struct tpu_arg {
+  tpu_arg_kind_t kind;
+  int32_t count;  // TENSORS, INTS, FLOATS, BOOLS
+  union {
+    const tpu_view_t* tensor;
+    const tpu_view_t* const* tensors;
+    tpu_scalar_t scalar;
+    int64_t i;
+    double f;
+    bool b;
+    const char* s;
+    tpu_dtype_t dtype;
+    const int64_t* ints;
+    const double* floats;
+    const bool* bools;
+    uint64_t rng[2];
+  };
+} tpu_arg_t;
+
+// The type of one result of an op.
+typedef struct tpu_result_type {
+  tpu_dtype_t dtype;
+  int32_t rank;
+  int64_t sizes[TPU_MAX_RANK];
+} tpu_result_type_t;
+
+// Called once the results' types are known; fills targets[0..count) with the
+// views to write (new tensors for a functional call, the out= or self tensors
+// otherwise; a view with a NULL slot drops that result). It runs with the
+// device's recording lock held and must not call back into the engine, except
+// to create slots.
+typedef tpu_status_t (*tpu_prepare_fn)(void* user, int count,
+                                       const tpu_result_type_t* types,
+                                       tpu_view_t* targets);
+
+typedef enum tpu_write_mode {
+  TPU_WRITE_NEW = 0,   // targets are fresh tensors of the result types
+  TPU_WRITE_INTO = 1,  // in-place / out=: check shapes, cast if allowed
+} tpu_write_mode_t;
+
+// Runs op `op` (an index into the op table) on `args` and writes its results
+// into the targets `prepare` provides.
+// `device` is where the op runs: -1 = the device of the tensor arguments
+// (all must be on it). Factory ops without tensor arguments pass it.
+TPU_MUST_USE tpu_status_t tpu_op_call(int op, int device, const tpu_arg_t* args,
+                                      int num_args, tpu_write_mode_t mode,
+                                      tpu_prepare_fn prepare, void* user);
+
+// The op table (runtime/src/lower/ops.def).
+int tpu_op_count(void);
+const char* tpu_op_name(int op);       // "add"
+const char* tpu_op_aten(int op);       // "add.Tensor add.Scalar"
+int tpu_op_lookup(const char* name);   // -1 if none
+
+// Result dtype of PyTorch's type promotion over the given operands.
+tpu_dtype_t tpu_promote_types(tpu_dtype_t a, tpu_dtype_t b);
+bool tpu_dtype_can_cast(tpu_dtype_t from, tpu_dtype_t to);
+
+//===--- metrics ---===//
+
+typedef struct tpu_metrics {
+  int64_t compiles, cache_hits, cache_misses, disk_hits, executions;
+  int64_t host_syncs, h2d_bytes, d2h_bytes, h2d_copies, d2h_copies;
+  int64_t flushes, graph_nodes, ops_recorded;
+  double compile_seconds;
+} tpu_metrics_t;
+
+void tpu_metrics_get(tpu_metrics_t* out_metrics);
+void tpu_metrics_reset(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  // TPU_ENGINE_H_

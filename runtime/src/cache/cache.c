@@ -1,0 +1,184 @@
+// In-memory LRU of executables keyed by program hash.
+#include "cache/cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <threads.h>
+#include <time.h>
+
+typedef struct entry {
+  tpu_hash_t key;
+  tpu_executable_t* exe;
+  struct entry *prev, *next;  // LRU list, most recent first
+} entry_t;
+
+struct tpu_cache {
+  tpu_client_t* client;
+  mtx_t lock;
+  size_t capacity, count;
+  entry_t** table;  // open addressing, linear probing; NULL = empty
+  size_t table_cap;
+  entry_t *head, *tail;
+  tpu_cache_stats_t stats;
+};
+
+tpu_status_t tpu_cache_create(tpu_client_t* client, size_t capacity,
+                              tpu_cache_t** out) {
+  *out = NULL;
+  tpu_cache_t* c = tpu_calloc(1, sizeof *c);
+  if (!c) return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  c->capacity = capacity ? capacity : 1;
+  c->table_cap = 64;
+  while (c->table_cap < c->capacity * 2) c->table_cap *= 2;
+  c->table = tpu_calloc(c->table_cap, sizeof *c->table);
+  if (!c->table) {
+    tpu_free(c);
+    return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  mtx_init(&c->lock, mtx_plain);
+  tpu_client_retain(client);
+  c->client = client;
+  *out = c;
+  return TPU_OK;
+}
+
+static void unlink_entry(tpu_cache_t* c, entry_t* e) {
+  if (e->prev) e->prev->next = e->next;
+  else c->head = e->next;
+  if (e->next) e->next->prev = e->prev;
+  else c->tail = e->prev;
+  e->prev = e->next = NULL;
+}
+
+static void push_front(tpu_cache_t* c, entry_t* e) {
+  e->next = c->head;
+  e->prev = NULL;
+  if (c->head) c->head->prev = e;
+  c->head = e;
+  if (!c->tail) c->tail = e;
+}
+
+static size_t slot_of(const tpu_cache_t* c, tpu_hash_t key) {
+  size_t k = (size_t)key.lo & (c->table_cap - 1);
+  while (c->table[k]) {
+    if (tpu_hash_eq(c->table[k]->key, key)) return k;
+    k = (k + 1) & (c->table_cap - 1);
+  }
+  return k;
+}
+
+// Empties table slot k and re-places the rest of its probe cluster.
+static void table_delete(tpu_cache_t* c, size_t k) {
+  c->table[k] = NULL;
+  for (size_t j = (k + 1) & (c->table_cap - 1); c->table[j];
+       j = (j + 1) & (c->table_cap - 1)) {
+    entry_t* e = c->table[j];
+    c->table[j] = NULL;
+    c->table[slot_of(c, e->key)] = e;
+  }
+}
+
+static void remove_entry(tpu_cache_t* c, entry_t* e) {
+  size_t k = slot_of(c, e->key);
+  if (c->table[k] == e) table_delete(c, k);
+  unlink_entry(c, e);
+  tpu_executable_release(e->exe);
+  tpu_free(e);
+  --c->count;
+}
+
+void tpu_cache_clear(tpu_cache_t* c) {
+  mtx_lock(&c->lock);
+  while (c->head) remove_entry(c, c->head);
+  memset(c->table, 0, sizeof *c->table * c->table_cap);
+  mtx_unlock(&c->lock);
+}
+
+void tpu_cache_destroy(tpu_cache_t* c) {
+  if (!c) return;
+  tpu_cache_clear(c);
+  mtx_destroy(&c->lock);
+  tpu_free(c->table);
+  tpu_client_release(c->client);
+  tpu_free(c);
+}
+
+static bool no_compile_allowed(void) {
+  const char* v = getenv("TORCHTPU_ASSERT_NO_COMPILE");
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+tpu_status_t tpu_cache_get(tpu_cache_t* c, tpu_hash_t key, int num_replicas,
+                           tpu_cache_print_fn print, void* user,
+                           tpu_executable_t** out, bool* out_hit) {
+  *out = NULL;
+  *out_hit = false;
+  mtx_lock(&c->lock);
+  ++c->stats.requests;
+  size_t k = slot_of(c, key);
+  if (c->table[k]) {
+    entry_t* e = c->table[k];
+    unlink_entry(c, e);
+    push_front(c, e);
+    ++c->stats.hits;
+    tpu_executable_retain(e->exe);
+    *out = e->exe;
+    *out_hit = true;
+    mtx_unlock(&c->lock);
+    return TPU_OK;
+  }
+  ++c->stats.misses;
+  mtx_unlock(&c->lock);
+
+  if (no_compile_allowed())
+    return tpu_status_make(TPU_CODE_FAILED_PRECONDITION,
+                           "a compilation was requested while "
+                           "TORCHTPU_ASSERT_NO_COMPILE=1");
+  // Compile outside the lock: compiles of different programs overlap.
+  char* text = NULL;
+  size_t size = 0;
+  TPU_RETURN_IF_ERROR(print(user, &text, &size));
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  tpu_executable_t* exe = NULL;
+  tpu_status_t s = tpu_executable_compile(c->client, text, size, num_replicas, &exe);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (s) {
+    tpu_log(TPU_LOG_DEBUG, "program that failed to compile:\n%s", text);
+    tpu_free(text);
+    return s;
+  }
+  tpu_log(TPU_LOG_DEBUG, "compiled program:\n%s", text);
+  tpu_free(text);
+
+  mtx_lock(&c->lock);
+  c->stats.compile_seconds += (double)(t1.tv_sec - t0.tv_sec) +
+                              (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  k = slot_of(c, key);
+  if (!c->table[k]) {  // another thread may have compiled it meanwhile
+    entry_t* e = tpu_calloc(1, sizeof *e);
+    if (e) {
+      while (c->count >= c->capacity && c->tail) {
+        remove_entry(c, c->tail);
+        ++c->stats.evictions;
+      }
+      k = slot_of(c, key);
+      e->key = key;
+      e->exe = exe;
+      tpu_executable_retain(exe);
+      c->table[k] = e;
+      push_front(c, e);
+      ++c->count;
+    }
+  }
+  mtx_unlock(&c->lock);
+  *out = exe;
+  return TPU_OK;
+}
+
+void tpu_cache_stats(tpu_cache_t* c, tpu_cache_stats_t* out) {
+  mtx_lock(&c->lock);
+  *out = c->stats;
+  out->entries = (int64_t)c->count;
+  mtx_unlock(&c->lock);
+}

@@ -1,0 +1,36 @@
+// The compile cache: executables by program key, in memory (LRU).
+//
+// The key is the structural hash of the program (see ir.h), so a hit costs no
+// printing. On a miss the cache asks for the program text and compiles it.
+// With TORCHTPU_ASSERT_NO_COMPILE=1 a miss is an error instead.
+//
+// Thread safety: all functions may be called from any thread.
+#ifndef TPU_CACHE_CACHE_H_
+#define TPU_CACHE_CACHE_H_
+
+#include "tpu/client.h"
+
+typedef struct tpu_cache tpu_cache_t;
+
+typedef tpu_status_t (*tpu_cache_print_fn)(void* user, char** out_text,
+                                           size_t* out_size);
+
+typedef struct tpu_cache_stats {
+  int64_t requests, hits, misses, entries, evictions;
+  double compile_seconds;
+} tpu_cache_stats_t;
+
+TPU_MUST_USE tpu_status_t tpu_cache_create(tpu_client_t* client,
+                                           size_t capacity,
+                                           tpu_cache_t** out_cache);
+void tpu_cache_destroy(tpu_cache_t* cache);
+// The executable for `key` (retained for the caller), compiling on a miss.
+TPU_MUST_USE tpu_status_t tpu_cache_get(tpu_cache_t* cache, tpu_hash_t key,
+                                        int num_replicas,
+                                        tpu_cache_print_fn print, void* user,
+                                        tpu_executable_t** out_exe,
+                                        bool* out_hit);
+void tpu_cache_stats(tpu_cache_t* cache, tpu_cache_stats_t* out_stats);
+void tpu_cache_clear(tpu_cache_t* cache);
+
+#endif  // TPU_CACHE_CACHE_H_

@@ -1,0 +1,179 @@
+// Host transfers, device-to-device copies, synchronization.
+#include <string.h>
+
+#include "eager/eager.h"
+
+// A buffer holding exactly `v` (dense, the view's dtype): the slot's own
+// buffer when the view is all of it, else a computed copy. Flushes the
+// device, which is a deterministic flush point in fused mode.
+static tpu_status_t materialize(tpu_dev_t* d, const tpu_view_t* v,
+                                tpu_buffer_t** out) {
+  *out = NULL;
+  tpu_slot_t* s = v->slot;
+  if (s->poison)
+    return tpu_status_annotate(tpu_status_clone(s->poison),
+                               "this tensor holds the result of a computation "
+                               "that failed");
+  if (!(tpu_view_is_whole(v) && s->dtype == v->dtype && s->buffer &&
+        s->pending_gen != d->gen)) {
+    int64_t n = tpu_view_numel(v);
+    tpu_slot_t* tmp = NULL;
+    TPU_RETURN_IF_ERROR(tpu_slot_create(d->index, (size_t)n * tpu_dtype_size(v->dtype), &tmp));
+    tpu_mark_t mark;
+    tpu_dev_begin(d, &mark);
+    tpu_view_t whole = tpu_view_contiguous(tmp, v->dtype, &n, 1);
+    int64_t flat_shape = n;
+    tpu_dev_write(d, &whole, tpu_ir_reshape(d->graph, tpu_dev_read(d, v), &flat_shape, 1));
+    tpu_status_t st = tpu_graph_take_error(d->graph);
+    if (st) tpu_dev_rollback(d, &mark);
+    if (!st) st = tpu_dev_flush(d);
+    if (!st) {
+      *out = tmp->buffer;
+      tpu_buffer_retain(*out);
+    }
+    tpu_slot_release(tmp);
+    return st;
+  }
+  TPU_RETURN_IF_ERROR(tpu_dev_flush(d));
+  *out = s->buffer;
+  tpu_buffer_retain(*out);
+  return TPU_OK;
+}
+
+tpu_status_t tpu_copy_to_host(const tpu_view_t* src, void* data, size_t size) {
+  int64_t n = tpu_view_numel(src);
+  size_t need = (size_t)n * tpu_dtype_size(src->dtype);
+  if (size < need)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "host buffer of %zu bytes is too small for %zu bytes",
+                           size, need);
+  tpu_dev_t* d;
+  TPU_RETURN_IF_ERROR(tpu_dev_get(src->slot->device, &d));
+  tpu_buffer_t* b = NULL;
+  tpu_dev_lock(d);
+  tpu_status_t s = n ? materialize(d, src, &b) : tpu_dev_flush(d);
+  // Device-side errors of everything run so far surface at a host read.
+  tpu_status_t checked = tpu_dev_check(d);
+  if (!s) s = checked;
+  else tpu_status_free(checked);
+  if (!s && b && src->slot->poison)  // this very computation failed
+    s = tpu_status_annotate(tpu_status_clone(src->slot->poison),
+                            "this tensor holds the result of a computation "
+                            "that failed");
+  tpu_dev_unlock(d);
+  if (!s && b) s = tpu_buffer_to_host(b, data, need);
+  tpu_buffer_release(b);
+  tpu_metric_add(TPU_M_HOST_SYNCS, 1);
+  tpu_metric_add(TPU_M_D2H_COPIES, 1);
+  tpu_metric_add(TPU_M_D2H_BYTES, (int64_t)need);
+  return s;
+}
+
+tpu_status_t tpu_copy_from_host(const tpu_view_t* dst, const void* data) {
+  int64_t n = tpu_view_numel(dst);
+  if (n == 0) return TPU_OK;
+  tpu_dev_t* d;
+  TPU_RETURN_IF_ERROR(tpu_dev_get(dst->slot->device, &d));
+  tpu_buffer_t* b = NULL;
+  TPU_RETURN_IF_ERROR(tpu_buffer_from_host(tpu_rt()->client, d->index, dst->dtype,
+                                           &n, 1, data, NULL, &b));
+  tpu_metric_add(TPU_M_H2D_COPIES, 1);
+  tpu_metric_add(TPU_M_H2D_BYTES, (int64_t)tpu_buffer_nbytes(b));
+  tpu_dev_lock(d);
+  tpu_status_t s = TPU_OK;
+  if (tpu_view_is_whole(dst)) {
+    tpu_dev_set_buffer(d, dst->slot, b);
+  } else {
+    tpu_mark_t mark;
+    tpu_dev_begin(d, &mark);
+    tpu_val_t v = tpu_ir_reshape(d->graph, tpu_dev_param(d, b), dst->sizes, dst->rank);
+    tpu_dev_write(d, dst, v);
+    s = tpu_graph_take_error(d->graph);
+    if (s) tpu_dev_rollback(d, &mark);
+    else s = tpu_dev_after_op(d);
+  }
+  tpu_dev_unlock(d);
+  tpu_buffer_release(b);
+  return s;
+}
+
+// Reads src (a value on d) broadcast to dst's shape and writes it.
+static tpu_status_t write_broadcast(tpu_dev_t* d, const tpu_view_t* dst,
+                                    tpu_val_t v) {
+  tpu_graph_t* g = d->graph;
+  int rank = tpu_ir_rank(g, v);
+  if (rank > dst->rank)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "copy: source of rank %d does not fit a destination "
+                           "of rank %d", rank, dst->rank);
+  int64_t bdims[TPU_MAX_RANK];
+  const int64_t* sd = tpu_ir_dims(g, v);
+  for (int i = 0; i < rank; ++i) {
+    int j = dst->rank - rank + i;
+    if (sd[i] != 1 && sd[i] != dst->sizes[j])
+      return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                             "The size of tensor a (%lld) must match the size "
+                             "of tensor b (%lld) at non-singleton dimension %d",
+                             (long long)dst->sizes[j], (long long)sd[i], j);
+    bdims[i] = j;
+  }
+  tpu_dev_write(d, dst, tpu_ir_broadcast(g, v, dst->sizes, dst->rank, bdims));
+  return TPU_OK;
+}
+
+tpu_status_t tpu_copy(const tpu_view_t* dst, const tpu_view_t* src) {
+  tpu_dev_t *dd, *sd;
+  TPU_RETURN_IF_ERROR(tpu_dev_get(dst->slot->device, &dd));
+  TPU_RETURN_IF_ERROR(tpu_dev_get(src->slot->device, &sd));
+  tpu_buffer_t* moved = NULL;
+  if (sd != dd) {  // bring the source over as a dense buffer
+    tpu_buffer_t* b = NULL;
+    tpu_dev_lock(sd);
+    tpu_status_t s = materialize(sd, src, &b);
+    tpu_dev_unlock(sd);
+    if (!s) s = tpu_buffer_copy_to_device(b, dd->index, &moved);
+    tpu_buffer_release(b);
+    if (s) return s;
+  }
+  tpu_dev_lock(dd);
+  tpu_mark_t mark;
+  tpu_dev_begin(dd, &mark);
+  tpu_val_t v = moved ? tpu_ir_reshape(dd->graph, tpu_dev_param(dd, moved),
+                                       src->sizes, src->rank)
+                      : tpu_dev_read(dd, src);
+  tpu_status_t s = write_broadcast(dd, dst, v);
+  if (!s) s = tpu_graph_take_error(dd->graph);
+  if (s) tpu_dev_rollback(dd, &mark);
+  else s = tpu_dev_after_op(dd);
+  tpu_dev_unlock(dd);
+  tpu_buffer_release(moved);
+  return s;
+}
+
+static tpu_status_t for_devices(int device, bool wait) {
+  TPU_RETURN_IF_ERROR(tpu_runtime_init());
+  int lo = device < 0 ? 0 : device, hi = device < 0 ? tpu_device_count() : device + 1;
+  tpu_status_t first = TPU_OK;
+  for (int i = lo; i < hi; ++i) {
+    tpu_dev_t* d;
+    TPU_RETURN_IF_ERROR(tpu_dev_get(i, &d));
+    tpu_dev_lock(d);
+    tpu_status_t s = tpu_dev_flush(d);
+    if (wait) {
+      tpu_status_t w = tpu_dev_wait_all(d);
+      if (!s) s = w;
+      else tpu_status_free(w);
+      tpu_status_t c = tpu_dev_check(d);
+      if (!s) s = c;
+      else tpu_status_free(c);
+    }
+    tpu_dev_unlock(d);
+    if (s && !first) first = s;
+    else tpu_status_free(s);
+  }
+  if (wait) tpu_metric_add(TPU_M_HOST_SYNCS, 1);
+  return first;
+}
+
+tpu_status_t tpu_synchronize(int device) { return for_devices(device, true); }
+tpu_status_t tpu_flush(int device) { return for_devices(device, false); }

@@ -1,0 +1,145 @@
+// Private to the engine: devices, slots, the deferred graph and its flush.
+#ifndef TPU_EAGER_EAGER_H_
+#define TPU_EAGER_EAGER_H_
+
+#include <stdatomic.h>
+#include <threads.h>
+
+#include "base/object.h"
+#include "cache/cache.h"
+#include "ir/ir.h"
+#include "lower/lower.h"
+#include "tpu/engine.h"
+
+struct tpu_slot {
+  tpu_object_t obj;
+  int device;
+  size_t nbytes;
+  // Under the device lock:
+  tpu_dtype_t dtype;      // element type of the value (buffer or pending)
+  tpu_buffer_t* buffer;   // the materialized value, a 1-D array, or NULL
+  tpu_val_t pending;      // its value in the device graph, when
+  uint32_t pending_gen;   //   pending_gen is the graph's generation
+  tpu_val_t param;        // the buffer's parameter node, when
+  uint32_t param_gen;     //   param_gen is the graph's generation
+  uint32_t param_epoch;   //   and param_epoch the device's epoch
+  tpu_status_t poison;    // set when the computation of the value failed
+};
+
+// A device-side assertion recorded in the current graph.
+typedef struct tpu_assert {
+  tpu_val_t bad;
+  tpu_status_t status;
+} tpu_assert_t;
+
+// An executed graph whose assertions have not been read yet.
+typedef struct tpu_pending_check {
+  struct tpu_pending_check* next;
+  tpu_buffer_t* code;  // i32: 0 ok, k = assertion k-1 failed
+  int num_asserts;
+  tpu_status_t* statuses;
+  int num_written;
+  tpu_slot_t** slots;  // poisoned when an assertion failed, if they still
+  tpu_buffer_t** buffers;  // hold these buffers
+} tpu_pending_check_t;
+
+// A slot's state before an op rewrote it, to undo a failed op.
+typedef struct tpu_undo {
+  tpu_slot_t* slot;
+  tpu_val_t pending;
+  tpu_dtype_t dtype;
+} tpu_undo_t;
+
+// Where the graph stood before an op started recording.
+typedef struct tpu_mark {
+  int32_t nodes;
+  int num_params, num_written, num_asserts;
+} tpu_mark_t;
+
+typedef struct tpu_dev {
+  mtx_t lock;  // recursive
+  int index;
+  tpu_graph_t* graph;
+  uint32_t gen;
+  int num_ops;  // ops recorded since the last flush
+  // Graph parameters: the buffer behind each (retained).
+  tpu_buffer_t** params;
+  int num_params, params_cap;
+  // Slots written in this graph (retained), in order of first write.
+  tpu_slot_t** written;
+  int num_written, written_cap;
+  tpu_assert_t* asserts;
+  int num_asserts, asserts_cap;
+  tpu_undo_t* undo;  // rewrites of slots by the op being recorded
+  int num_undo, undo_cap;
+  uint32_t param_epoch;  // bumped when a rollback drops parameters
+  tpu_buffer_t** inflight;  // results of recent executions, for synchronize
+  int num_inflight, inflight_cap;
+  tpu_pending_check_t* checks;  // oldest first
+  tpu_pending_check_t** checks_tail;
+  // Cached 0-d inputs for Python numbers.
+  struct tpu_scalar_cache* scalars;
+} tpu_dev_t;
+
+// The process-wide runtime.
+typedef struct tpu_runtime {
+  tpu_client_t* client;
+  tpu_cache_t* cache;
+  int num_devices;
+  tpu_dev_t* devices;
+  int64_t flush_cap;  // fused mode: flush after this many recorded ops
+} tpu_runtime_t;
+
+tpu_runtime_t* tpu_rt(void);  // NULL before a successful tpu_runtime_init
+TPU_MUST_USE tpu_status_t tpu_dev_get(int device, tpu_dev_t** out);
+void tpu_dev_lock(tpu_dev_t* d);
+void tpu_dev_unlock(tpu_dev_t* d);
+
+//===--- recording (lock held) ---===//
+
+// The slot's value as a flat 1-D array of `dtype` (reinterpreting the bits
+// when the slot holds another dtype). Poisoned slots fail.
+tpu_val_t tpu_dev_slot_value(tpu_dev_t* d, tpu_slot_t* s, tpu_dtype_t dtype);
+// A view of a slot as a value of the view's shape.
+tpu_val_t tpu_dev_read(tpu_dev_t* d, const tpu_view_t* v);
+// Writes `value` (shape of the view, any dtype: converted) into the view.
+void tpu_dev_write(tpu_dev_t* d, const tpu_view_t* v, tpu_val_t value);
+// A buffer as a graph input.
+tpu_val_t tpu_dev_param(tpu_dev_t* d, tpu_buffer_t* b);
+// A number (bits of `dtype`) as a 0-d input, from the device's cache.
+tpu_val_t tpu_dev_scalar(tpu_dev_t* d, tpu_dtype_t dtype, const void* bits);
+void tpu_dev_assert(tpu_dev_t* d, tpu_val_t bad, tpu_status_t status);
+// Marks the start of an op; rolls a failed op back to its mark.
+void tpu_dev_begin(tpu_dev_t* d, tpu_mark_t* mark);
+void tpu_dev_rollback(tpu_dev_t* d, const tpu_mark_t* mark);
+// Compiles and runs the graph; slots get their new buffers.
+TPU_MUST_USE tpu_status_t tpu_dev_flush(tpu_dev_t* d);
+// Flushes per the mode after an op (strict/debug: now; fused: at the cap).
+TPU_MUST_USE tpu_status_t tpu_dev_after_op(tpu_dev_t* d);
+// Waits for every execution launched on the device so far.
+TPU_MUST_USE tpu_status_t tpu_dev_wait_all(tpu_dev_t* d);
+// Reads the assertion results of executed graphs (waits for them).
+TPU_MUST_USE tpu_status_t tpu_dev_check(tpu_dev_t* d);
+// Replaces the slot's value with a buffer (a host upload).
+void tpu_dev_set_buffer(tpu_dev_t* d, tpu_slot_t* s, tpu_buffer_t* b);
+
+// View reads and writes as IR over a flat array of n elements.
+tpu_val_t tpu_view_lower_read(tpu_graph_t* g, tpu_val_t flat,
+                              const tpu_view_t* v);
+tpu_val_t tpu_view_lower_write(tpu_graph_t* g, tpu_val_t flat,
+                               const tpu_view_t* v, tpu_val_t value);
+bool tpu_view_is_whole(const tpu_view_t* v);  // covers the slot exactly
+bool tpu_view_is_contiguous(const tpu_view_t* v);
+
+void tpu_scalar_cache_destroy(struct tpu_scalar_cache* c);
+
+// Metrics (atomic counters).
+typedef enum tpu_metric {
+  TPU_M_COMPILES, TPU_M_CACHE_HITS, TPU_M_CACHE_MISSES, TPU_M_DISK_HITS,
+  TPU_M_EXECUTIONS, TPU_M_HOST_SYNCS, TPU_M_H2D_BYTES, TPU_M_D2H_BYTES,
+  TPU_M_H2D_COPIES, TPU_M_D2H_COPIES, TPU_M_FLUSHES, TPU_M_GRAPH_NODES,
+  TPU_M_OPS, TPU_M_COMPILE_NS, TPU_M_COUNT
+} tpu_metric_t;
+void tpu_metric_add(tpu_metric_t m, int64_t n);
+
+#endif  // TPU_EAGER_EAGER_H_

@@ -1,0 +1,241 @@
+// Running a device's graph: outputs are the live slots it wrote; the program
+// is found in the compile cache by structural hash; slots get the results.
+#include <string.h>
+#include <time.h>
+
+#include "eager/eager.h"
+
+void tpu_dev_begin(tpu_dev_t* d, tpu_mark_t* m) {
+  m->nodes = tpu_graph_node_count(d->graph);
+  m->num_params = d->num_params;
+  m->num_written = d->num_written;
+  m->num_asserts = d->num_asserts;
+  d->num_undo = 0;
+}
+
+void tpu_dev_rollback(tpu_dev_t* d, const tpu_mark_t* m) {
+  for (int i = d->num_undo - 1; i >= 0; --i) {
+    tpu_undo_t* u = &d->undo[i];
+    u->slot->pending = u->pending;
+    u->slot->dtype = u->dtype;
+  }
+  d->num_undo = 0;
+  for (int i = m->num_written; i < d->num_written; ++i) {
+    d->written[i]->pending_gen = 0;
+    tpu_slot_release(d->written[i]);
+  }
+  d->num_written = m->num_written;
+  for (int i = m->num_asserts; i < d->num_asserts; ++i)
+    tpu_status_free(d->asserts[i].status);
+  d->num_asserts = m->num_asserts;
+  for (int i = m->num_params; i < d->num_params; ++i) tpu_buffer_release(d->params[i]);
+  if (d->num_params != m->num_params) ++d->param_epoch;  // stale param nodes
+  d->num_params = m->num_params;
+  tpu_graph_truncate(d->graph, m->nodes);
+}
+
+// Forgets the recorded graph (after running it, or to drop it).
+static void clear_graph(tpu_dev_t* d) {
+  for (int i = 0; i < d->num_params; ++i) tpu_buffer_release(d->params[i]);
+  d->num_params = 0;
+  for (int i = 0; i < d->num_written; ++i) tpu_slot_release(d->written[i]);
+  d->num_written = 0;
+  for (int i = 0; i < d->num_asserts; ++i) tpu_status_free(d->asserts[i].status);
+  d->num_asserts = 0;
+  d->num_undo = 0;
+  d->num_ops = 0;
+  tpu_graph_reset(d->graph);
+  ++d->gen;
+}
+
+typedef struct print_args {
+  const tpu_graph_t* g;
+  const tpu_program_output_t* outs;
+  int n;
+} print_args_t;
+
+static tpu_status_t print_program(void* user, char** text, size_t* size) {
+  print_args_t* a = user;
+  return tpu_graph_print(a->g, a->outs, a->n, 1, text, size);
+}
+
+enum { STACK_OUTS = 64 };
+
+enum { MAX_INFLIGHT = 4096 };
+
+// Remembers a result so that synchronize can wait for it.
+static void track(tpu_dev_t* d, tpu_buffer_t* b) {
+  if (d->num_inflight == MAX_INFLIGHT) {  // the oldest are surely done
+    for (int i = 0; i < MAX_INFLIGHT / 2; ++i) {
+      tpu_status_ignore(tpu_buffer_await(d->inflight[i]));
+      tpu_buffer_release(d->inflight[i]);
+    }
+    memmove(d->inflight, d->inflight + MAX_INFLIGHT / 2,
+            sizeof *d->inflight * (MAX_INFLIGHT / 2));
+    d->num_inflight -= MAX_INFLIGHT / 2;
+  }
+  if (d->num_inflight == d->inflight_cap) {
+    int cap = d->inflight_cap ? d->inflight_cap * 2 : 64;
+    tpu_buffer_t** p = tpu_realloc(d->inflight, sizeof *p * (size_t)cap);
+    if (!p) return;  // synchronize then waits a little less; never wrong
+    d->inflight = p;
+    d->inflight_cap = cap;
+  }
+  tpu_buffer_retain(b);
+  d->inflight[d->num_inflight++] = b;
+}
+
+tpu_status_t tpu_dev_wait_all(tpu_dev_t* d) {
+  tpu_status_t first = TPU_OK;
+  for (int i = 0; i < d->num_inflight; ++i) {
+    tpu_status_t s = tpu_buffer_await(d->inflight[i]);
+    if (s && !first) first = s;
+    else tpu_status_free(s);
+    tpu_buffer_release(d->inflight[i]);
+  }
+  d->num_inflight = 0;
+  return first;
+}
+
+static tpu_status_t flush(tpu_dev_t* d, bool wait) {
+  tpu_graph_t* g = d->graph;
+  if (d->num_written == 0 && d->num_asserts == 0) {
+    if (tpu_graph_node_count(g)) clear_graph(d);
+    return TPU_OK;
+  }
+  tpu_status_t s = tpu_graph_take_error(g);
+  int cap = d->num_written + 1;
+  tpu_program_output_t small_outs[STACK_OUTS];
+  tpu_slot_t* small_slots[STACK_OUTS];
+  tpu_buffer_t* small_bufs[STACK_OUTS];
+  tpu_program_output_t* outs = cap <= STACK_OUTS ? small_outs : tpu_malloc(sizeof *outs * (size_t)cap);
+  tpu_slot_t** out_slots = cap <= STACK_OUTS ? small_slots : tpu_malloc(sizeof *out_slots * (size_t)cap);
+  tpu_buffer_t** results = cap <= STACK_OUTS ? small_bufs : tpu_calloc((size_t)cap, sizeof *results);
+  if (!s && (!outs || !out_slots || !results))
+    s = tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of host memory");
+  int n = 0;
+  bool* donor_used = NULL;
+  for (int i = 0; !s && i < d->num_written; ++i) {
+    tpu_slot_t* slot = d->written[i];
+    if (slot->pending_gen != d->gen) continue;  // overwritten from the host
+    if (tpu_object_refs(&slot->obj) == 1) {     // only we hold it: dead
+      slot->pending_gen = 0;
+      continue;
+    }
+    tpu_val_t v = slot->pending;
+    if (tpu_ir_node_op(g, v) == TPU_IR_PARAM) {
+      // An unchanged buffer (a copy of a whole slot): share it.
+      int p = 0;
+      while (tpu_graph_param(g, p) != v) ++p;
+      tpu_dev_set_buffer(d, slot, d->params[p]);
+      continue;
+    }
+    out_slots[n] = slot;
+    outs[n++] = (tpu_program_output_t){v, -1};
+  }
+  int num_values = n;
+  if (!s && d->num_asserts) {  // first failing assertion's number, or 0
+    tpu_val_t code = tpu_ir_const_i(g, TPU_I32, 0, NULL, 0);
+    for (int k = d->num_asserts - 1; k >= 0; --k)
+      code = tpu_ir_select(g, d->asserts[k].bad,
+                           tpu_ir_const_i(g, TPU_I32, k + 1, NULL, 0), code);
+    outs[n++] = (tpu_program_output_t){code, -1};
+    s = tpu_graph_take_error(g);
+  }
+  if (!s && n > 0) {
+    // Donation: a parameter whose buffer nobody else holds can be reused for
+    // an output of the same type (in-place updates then need no new memory).
+    donor_used = tpu_calloc((size_t)d->num_params + 1, sizeof(bool));
+    for (int o = 0; donor_used && o < num_values; ++o) {
+      const tpu_type_t* ot = tpu_ir_type(g, outs[o].value);
+      for (int p = 0; p < d->num_params; ++p) {
+        if (donor_used[p] || tpu_buffer_refs(d->params[p]) != 1) continue;
+        if (!tpu_type_eq(ot, tpu_ir_type(g, tpu_graph_param(g, p)))) continue;
+        outs[o].donor_param = p;
+        donor_used[p] = true;
+        break;
+      }
+    }
+    tpu_runtime_t* rt = tpu_rt();
+    tpu_hash_t key = tpu_graph_program_hash(g, outs, n, 1);
+    print_args_t pa = {g, outs, n};
+    tpu_executable_t* exe = NULL;
+    bool hit = false;
+    tpu_cache_stats_t before;
+    tpu_cache_stats(rt->cache, &before);
+    s = tpu_cache_get(rt->cache, key, 1, print_program, &pa, &exe, &hit);
+    if (!s && !hit) {
+      tpu_cache_stats_t after;
+      tpu_cache_stats(rt->cache, &after);
+      tpu_metric_add(TPU_M_COMPILES, 1);
+      tpu_metric_add(TPU_M_COMPILE_NS,
+                     (int64_t)((after.compile_seconds - before.compile_seconds) * 1e9));
+    }
+    tpu_metric_add(hit ? TPU_M_CACHE_HITS : TPU_M_CACHE_MISSES, 1);
+    if (!s) {
+      s = tpu_executable_execute(exe, d->index, d->params, d->num_params, results, n);
+      tpu_executable_release(exe);
+      tpu_metric_add(TPU_M_EXECUTIONS, 1);
+    }
+  }
+  if (!s) {
+    for (int o = 0; o < num_values; ++o) {
+      tpu_dev_set_buffer(d, out_slots[o], results[o]);
+      if (!wait) track(d, results[o]);
+    }
+    if (d->num_asserts) {
+      tpu_pending_check_t* c = tpu_calloc(1, sizeof *c);
+      if (c) {
+        c->code = results[num_values];
+        results[num_values] = NULL;
+        c->num_asserts = d->num_asserts;
+        c->statuses = tpu_calloc((size_t)d->num_asserts, sizeof *c->statuses);
+        c->slots = tpu_calloc((size_t)num_values + 1, sizeof *c->slots);
+        c->buffers = tpu_calloc((size_t)num_values + 1, sizeof *c->buffers);
+        if (c->statuses && c->slots && c->buffers) {
+          for (int k = 0; k < d->num_asserts; ++k) {
+            c->statuses[k] = d->asserts[k].status;
+            d->asserts[k].status = NULL;
+          }
+          for (int o = 0; o < num_values; ++o) {
+            c->slots[c->num_written] = out_slots[o];
+            c->buffers[c->num_written++] = results[o];
+            tpu_slot_retain(out_slots[o]);
+            tpu_buffer_retain(results[o]);
+          }
+        }
+        c->num_asserts = c->statuses ? c->num_asserts : 0;
+        *d->checks_tail = c;
+        d->checks_tail = &c->next;
+      }
+    }
+    tpu_metric_add(TPU_M_FLUSHES, 1);
+    tpu_metric_add(TPU_M_GRAPH_NODES, tpu_graph_node_count(g));
+  } else {
+    // The recorded values are lost: their slots keep their last buffers.
+    for (int i = 0; i < d->num_written; ++i) d->written[i]->pending_gen = 0;
+  }
+  for (int o = 0; o < n; ++o) {
+    if (wait && !s && results[o]) s = tpu_buffer_await(results[o]);
+    tpu_buffer_release(results ? results[o] : NULL);
+  }
+  tpu_free(donor_used);
+  if (outs != small_outs) tpu_free(outs);
+  if (out_slots != small_slots) tpu_free(out_slots);
+  if (results != small_bufs) tpu_free(results);
+  clear_graph(d);
+  return s;
+}
+
+tpu_status_t tpu_dev_flush(tpu_dev_t* d) { return flush(d, false); }
+
+tpu_status_t tpu_dev_after_op(tpu_dev_t* d) {
+  ++d->num_ops;
+  tpu_metric_add(TPU_M_OPS, 1);
+  tpu_mode_t mode = tpu_mode_get();
+  if (mode == TPU_MODE_FUSED && d->num_ops < tpu_rt()->flush_cap) return TPU_OK;
+  if (mode != TPU_MODE_DEBUG) return flush(d, false);
+  // Debug: wait for the results and raise device-side errors at the op.
+  TPU_RETURN_IF_ERROR(flush(d, true));
+  return tpu_dev_check(d);
+}

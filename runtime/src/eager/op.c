@@ -1,0 +1,349 @@
+// Calling an op: lower it into the device graph, let the caller provide the
+// targets, write the results, and run per the mode. Also the argument and
+// input accessors that lowerings use.
+#include <stdio.h>
+#include <string.h>
+
+#include "eager/eager.h"
+
+//===--- arguments ---===//
+
+static const tpu_arg_t none_arg = {TPU_ARG_NONE, 0, {0}};
+
+const tpu_arg_t* tpu_arg(const tpu_lower_ctx_t* cx, int i) {
+  return i >= 0 && i < cx->num_args ? &cx->args[i] : &none_arg;
+}
+bool tpu_arg_present(const tpu_lower_ctx_t* cx, int i) {
+  return tpu_arg(cx, i)->kind != TPU_ARG_NONE;
+}
+bool tpu_arg_is_tensor(const tpu_lower_ctx_t* cx, int i) {
+  return tpu_arg(cx, i)->kind == TPU_ARG_TENSOR;
+}
+
+double tpu_arg_number(const tpu_lower_ctx_t* cx, int i, double dflt) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  switch (a->kind) {
+    case TPU_ARG_INT: return (double)a->i;
+    case TPU_ARG_FLOAT: return a->f;
+    case TPU_ARG_BOOL: return a->b;
+    case TPU_ARG_SCALAR:
+      switch (tpu_dtype_kind(a->scalar.dtype)) {
+        case TPU_KIND_BOOL: return a->scalar.b;
+        case TPU_KIND_INT:
+        case TPU_KIND_UINT: return (double)a->scalar.i;
+        case TPU_KIND_COMPLEX: return a->scalar.c[0];
+        default: return a->scalar.f;
+      }
+    default: return dflt;
+  }
+}
+
+int64_t tpu_arg_int(const tpu_lower_ctx_t* cx, int i, int64_t dflt) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  if (a->kind == TPU_ARG_INT) return a->i;
+  if (a->kind == TPU_ARG_BOOL) return a->b;
+  if (a->kind == TPU_ARG_SCALAR) return (int64_t)tpu_arg_number(cx, i, 0);
+  return dflt;
+}
+
+double tpu_arg_float(const tpu_lower_ctx_t* cx, int i, double dflt) {
+  return tpu_arg_number(cx, i, dflt);
+}
+
+bool tpu_arg_bool(const tpu_lower_ctx_t* cx, int i, bool dflt) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  if (a->kind == TPU_ARG_BOOL) return a->b;
+  if (a->kind == TPU_ARG_INT) return a->i != 0;
+  return dflt;
+}
+
+const char* tpu_arg_string(const tpu_lower_ctx_t* cx, int i, const char* dflt) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  return a->kind == TPU_ARG_STRING ? a->s : dflt;
+}
+
+tpu_dtype_t tpu_arg_dtype(const tpu_lower_ctx_t* cx, int i, tpu_dtype_t dflt) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  return a->kind == TPU_ARG_DTYPE ? a->dtype : dflt;
+}
+
+int tpu_arg_ints(const tpu_lower_ctx_t* cx, int i, const int64_t** out) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  if (a->kind == TPU_ARG_INTS) {
+    *out = a->ints;
+    return a->count;
+  }
+  if (a->kind == TPU_ARG_INT) {  // an int where a list is allowed
+    *out = &a->i;
+    return 1;
+  }
+  *out = NULL;
+  return 0;
+}
+
+tpu_dtype_t tpu_arg_value_dtype(const tpu_lower_ctx_t* cx, int i) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  if (a->kind == TPU_ARG_TENSOR) return a->tensor->dtype;
+  if (a->kind == TPU_ARG_SCALAR) return a->scalar.dtype;
+  return TPU_DTYPE_INVALID;
+}
+
+int tpu_arg_rank(const tpu_lower_ctx_t* cx, int i) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  return a->kind == TPU_ARG_TENSOR ? a->tensor->rank : 0;
+}
+
+const int64_t* tpu_arg_sizes(const tpu_lower_ctx_t* cx, int i) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  static const int64_t none[1] = {0};
+  return a->kind == TPU_ARG_TENSOR ? a->tensor->sizes : none;
+}
+
+//===--- inputs ---===//
+
+tpu_val_t tpu_lower_tensor(tpu_lower_ctx_t* cx, int i) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  if (a->kind != TPU_ARG_TENSOR) {
+    tpu_graph_fail(cx->g, tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                                          "%s: argument %d must be a tensor",
+                                          cx->row->name, i));
+    return TPU_VAL_NONE;
+  }
+  return tpu_dev_read(cx->dev, a->tensor);
+}
+
+// A scalar's value converted (as C does) to `dtype`, as bytes.
+static void scalar_bits(const tpu_scalar_t* s, tpu_dtype_t dtype, unsigned char out[16]) {
+  memset(out, 0, 16);
+  double re = 0, im = 0;
+  int64_t iv = 0;
+  bool is_int = false;
+  switch (tpu_dtype_kind(s->dtype)) {
+    case TPU_KIND_BOOL: iv = s->b; re = s->b; is_int = true; break;
+    case TPU_KIND_INT:
+    case TPU_KIND_UINT: iv = s->i; re = (double)s->i; is_int = true; break;
+    case TPU_KIND_FLOAT: re = s->f; iv = (int64_t)s->f; break;
+    case TPU_KIND_COMPLEX: re = s->c[0]; im = s->c[1]; iv = (int64_t)re; break;
+  }
+#define PUT(type, value) do { type v_ = (type)(value); memcpy(out, &v_, sizeof v_); } while (0)
+  switch (dtype) {
+    case TPU_BOOL: out[0] = is_int ? iv != 0 : (re != 0 || im != 0); break;
+    case TPU_U8: PUT(uint8_t, iv); break;
+    case TPU_I8: PUT(int8_t, iv); break;
+    case TPU_I16: PUT(int16_t, iv); break;
+    case TPU_I32: PUT(int32_t, iv); break;
+    case TPU_I64: PUT(int64_t, iv); break;
+    case TPU_U16: PUT(uint16_t, iv); break;
+    case TPU_U32: PUT(uint32_t, iv); break;
+    case TPU_U64: PUT(uint64_t, iv); break;
+    case TPU_F32: PUT(float, re); break;
+    case TPU_F64: PUT(double, re); break;
+    case TPU_C64: {
+      float c[2] = {(float)re, (float)im};
+      memcpy(out, c, 8);
+      break;
+    }
+    case TPU_C128: {
+      double c[2] = {re, im};
+      memcpy(out, c, 16);
+      break;
+    }
+    default: break;
+  }
+#undef PUT
+}
+
+tpu_val_t tpu_lower_scalar(tpu_lower_ctx_t* cx, const tpu_scalar_t* s,
+                           tpu_dtype_t dtype) {
+  // 16-bit and 8-bit floats travel as f32 and are narrowed in the program,
+  // the way PyTorch narrows a double scalar through float.
+  tpu_dtype_t carrier = tpu_opmath(dtype);
+  unsigned char bits[16];
+  scalar_bits(s, carrier, bits);
+  tpu_val_t v = tpu_dev_scalar(cx->dev, carrier, bits);
+  return tpu_ir_convert(cx->g, v, dtype);
+}
+
+tpu_val_t tpu_lower_number(tpu_lower_ctx_t* cx, double value, tpu_dtype_t dtype) {
+  tpu_scalar_t s;
+  memset(&s, 0, sizeof s);
+  s.dtype = TPU_F64;
+  s.f = value;
+  if (tpu_dtype_is_integral(dtype, true) && value == (double)(int64_t)value) {
+    s.dtype = TPU_I64;
+    s.i = (int64_t)value;
+  }
+  return tpu_lower_scalar(cx, &s, dtype);
+}
+
+tpu_val_t tpu_lower_input(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  if (a->kind == TPU_ARG_SCALAR) return tpu_lower_scalar(cx, &a->scalar, dtype);
+  if (a->kind == TPU_ARG_INT || a->kind == TPU_ARG_FLOAT || a->kind == TPU_ARG_BOOL)
+    return tpu_lower_number(cx, tpu_arg_number(cx, i, 0), dtype);
+  return tpu_ir_convert(cx->g, tpu_lower_tensor(cx, i), dtype);
+}
+
+tpu_val_t tpu_lower_bytes(tpu_lower_ctx_t* cx, tpu_dtype_t dtype,
+                          const int64_t* dims, int rank, const void* data) {
+  tpu_buffer_t* b = NULL;
+  tpu_status_t s = tpu_buffer_from_host(tpu_rt()->client, cx->dev->index, dtype,
+                                        dims, rank, data, NULL, &b);
+  if (s) {
+    tpu_graph_fail(cx->g, s);
+    return TPU_VAL_NONE;
+  }
+  tpu_val_t v = tpu_dev_param(cx->dev, b);
+  tpu_buffer_release(b);
+  return v;
+}
+
+void tpu_lower_assert(tpu_lower_ctx_t* cx, tpu_val_t bad, tpu_code_t code,
+                      const char* fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  tpu_dev_assert(cx->dev, bad, tpu_status_make(code, "%s", msg));
+}
+
+void tpu_lower_out(tpu_lower_ctx_t* cx, int k, tpu_val_t v) {
+  if (k >= cx->outs_cap) {
+    int cap = cx->outs_cap ? cx->outs_cap * 2 : 8;
+    while (cap <= k) cap *= 2;
+    tpu_val_t* outs = tpu_graph_alloc(cx->g, sizeof *outs * (size_t)cap);
+    if (!outs) {
+      tpu_graph_fail(cx->g, tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory"));
+      return;
+    }
+    for (int i = 0; i < cx->num_outs; ++i) outs[i] = cx->outs[i];
+    cx->outs = outs;
+    cx->outs_cap = cap;
+  }
+  for (int i = cx->num_outs; i < k; ++i) cx->outs[i] = TPU_VAL_NONE;
+  cx->outs[k] = v;
+  if (cx->num_outs <= k) cx->num_outs = k + 1;
+}
+
+int tpu_arg_count(const tpu_lower_ctx_t* cx, int i) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  return a->kind == TPU_ARG_TENSORS || a->kind == TPU_ARG_INTS ||
+                 a->kind == TPU_ARG_FLOATS || a->kind == TPU_ARG_BOOLS
+             ? a->count
+             : 0;
+}
+
+const tpu_view_t* tpu_arg_tensor_at(const tpu_lower_ctx_t* cx, int i, int j) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  return a->kind == TPU_ARG_TENSORS && j >= 0 && j < a->count ? a->tensors[j] : NULL;
+}
+
+tpu_val_t tpu_lower_tensor_at(tpu_lower_ctx_t* cx, int i, int j) {
+  const tpu_view_t* v = tpu_arg_tensor_at(cx, i, j);
+  if (!v) {
+    tpu_graph_fail(cx->g, tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                                          "%s: argument %d has no tensor %d",
+                                          cx->row->name, i, j));
+    return TPU_VAL_NONE;
+  }
+  return tpu_dev_read(cx->dev, v);
+}
+
+//===--- calling an op ---===//
+
+static void fill_types(tpu_lower_ctx_t* cx, tpu_result_type_t* types) {
+  for (int k = 0; k < cx->num_outs; ++k) {
+    const tpu_type_t* t = tpu_ir_type(cx->g, cx->outs[k]);
+    memset(&types[k], 0, sizeof types[k]);
+    types[k].dtype = t->dtype;
+    types[k].rank = t->rank;
+    memcpy(types[k].sizes, t->dims, sizeof(int64_t) * (size_t)t->rank);
+  }
+}
+
+static tpu_status_t check_target(const tpu_op_row_t* row, const tpu_result_type_t* type,
+                                 const tpu_view_t* t) {
+  bool same = type->rank == t->rank;
+  for (int i = 0; same && i < t->rank; ++i) same = type->sizes[i] == t->sizes[i];
+  if (!same) {
+    char a[256] = "", b[256] = "";
+    size_t na = 0, nb = 0;
+    for (int i = 0; i < t->rank; ++i)
+      na += (size_t)snprintf(a + na, sizeof a - na, "%s%lld", i ? ", " : "", (long long)t->sizes[i]);
+    for (int i = 0; i < type->rank; ++i)
+      nb += (size_t)snprintf(b + nb, sizeof b - nb, "%s%lld", i ? ", " : "", (long long)type->sizes[i]);
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "output with shape [%s] doesn't match the broadcast "
+                           "shape [%s]", a, b);
+  }
+  if ((row->flags & TPU_F_CAST_CHECK) && !tpu_dtype_can_cast(type->dtype, t->dtype))
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "result type %s can't be cast to the desired output "
+                           "type %s", tpu_dtype_torch_name(type->dtype),
+                           tpu_dtype_torch_name(t->dtype));
+  return TPU_OK;
+}
+
+static int find_device(const tpu_arg_t* args, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (args[i].kind == TPU_ARG_TENSOR) return args[i].tensor->slot->device;
+    if (args[i].kind == TPU_ARG_TENSORS)
+      for (int j = 0; j < args[i].count; ++j)
+        if (args[i].tensors[j]) return args[i].tensors[j]->slot->device;
+  }
+  return -1;
+}
+
+tpu_status_t tpu_op_call(int op, int device, const tpu_arg_t* args,
+                         int num_args, tpu_write_mode_t mode,
+                         tpu_prepare_fn prepare, void* user) {
+  const tpu_op_row_t* row = tpu_op_row(op);
+  if (!row) return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "no op %d", op);
+  if (device < 0) device = find_device(args, num_args);
+  if (device < 0) device = 0;
+  tpu_dev_t* d;
+  TPU_RETURN_IF_ERROR(tpu_dev_get(device, &d));
+  tpu_dev_lock(d);
+  tpu_mark_t mark;
+  tpu_dev_begin(d, &mark);
+  tpu_lower_ctx_t cx;
+  memset(&cx, 0, sizeof cx);
+  cx.g = d->graph;
+  cx.row = row;
+  cx.args = args;
+  cx.num_args = num_args;
+  cx.dev = d;
+  tpu_status_t s = row->lower(&cx);
+  if (!s) s = tpu_graph_take_error(d->graph);
+  if (!s && cx.num_outs == 0)
+    s = tpu_status_make(TPU_CODE_INTERNAL, "%s produced no result", row->name);
+  enum { SMALL = 8 };
+  tpu_result_type_t small_types[SMALL];
+  tpu_view_t small_targets[SMALL];
+  int n = cx.num_outs;
+  tpu_result_type_t* types = n <= SMALL ? small_types : tpu_malloc(sizeof *types * (size_t)n);
+  tpu_view_t* targets = n <= SMALL ? small_targets : tpu_calloc((size_t)n, sizeof *targets);
+  if (!s && (!types || !targets))
+    s = tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!s) {
+    fill_types(&cx, types);
+    memset(targets, 0, sizeof *targets * (size_t)n);
+    s = prepare(user, n, types, targets);
+  }
+  for (int k = 0; !s && k < n; ++k) {
+    if (!targets[k].slot) continue;  // the caller does not want this result
+    if (mode == TPU_WRITE_INTO) s = check_target(row, &types[k], &targets[k]);
+    if (!s) tpu_dev_write(d, &targets[k], cx.outs[k]);
+  }
+  if (types != small_types) tpu_free(types);
+  if (targets != small_targets) tpu_free(targets);
+  if (!s) s = tpu_graph_take_error(d->graph);
+  if (s) {
+    tpu_dev_rollback(d, &mark);
+  } else {
+    s = tpu_dev_after_op(d);
+  }
+  tpu_dev_unlock(d);
+  return s;
+}

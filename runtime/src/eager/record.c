@@ -1,0 +1,198 @@
+// Recording into a device's graph: slot values, view reads and writes,
+// parameters, assertions. Every function here runs with the device lock held.
+#include <string.h>
+
+#include "eager/eager.h"
+
+static bool grow(void** array, int* cap, int need, size_t elem) {
+  if (need <= *cap) return true;
+  int n = *cap ? *cap * 2 : 16;
+  while (n < need) n *= 2;
+  void* p = tpu_realloc(*array, elem * (size_t)n);
+  if (!p) return false;
+  *array = p;
+  *cap = n;
+  return true;
+}
+
+static void oom(tpu_graph_t* g) {
+  tpu_graph_fail(g, tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of host memory"));
+}
+
+tpu_val_t tpu_dev_param(tpu_dev_t* d, tpu_buffer_t* b) {
+  tpu_graph_t* g = d->graph;
+  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
+  if (!grow((void**)&d->params, &d->params_cap, d->num_params + 1, sizeof *d->params)) {
+    oom(g);
+    return TPU_VAL_NONE;
+  }
+  tpu_type_t t = tpu_type_make(tpu_buffer_dtype(b), tpu_buffer_dims(b), tpu_buffer_rank(b));
+  tpu_val_t v = tpu_ir_param(g, &t);
+  if (v == TPU_VAL_NONE) return v;
+  tpu_buffer_retain(b);
+  d->params[d->num_params++] = b;
+  return v;
+}
+
+// Reinterprets a flat array's bits as another dtype (like Tensor.view(dtype)).
+static tpu_val_t reinterpret(tpu_graph_t* g, tpu_val_t v, tpu_dtype_t to) {
+  tpu_dtype_t from = tpu_ir_dtype(g, v);
+  if (from == to) return v;
+  int64_t n = tpu_ir_dims(g, v)[0];
+  if (from == TPU_BOOL || to == TPU_BOOL) {
+    // bool is one byte on the host; its bits are 0 or 1.
+    if (to == TPU_BOOL) {
+      tpu_val_t bytes = reinterpret(g, v, TPU_U8);
+      return tpu_ir_compare(g, TPU_CMP_NE, bytes, tpu_ir_const(g, TPU_U8, 0, &n, 1));
+    }
+    return reinterpret(g, tpu_ir_convert(g, v, TPU_U8), to);
+  }
+  size_t a = tpu_dtype_size(from), b = tpu_dtype_size(to);
+  if (a == b) {
+    tpu_type_t t = tpu_type_make(to, &n, 1);
+    return tpu_ir_bitcast(g, v, &t);
+  }
+  if (a > b) {
+    int64_t dims[2] = {n, (int64_t)(a / b)}, m = n * (int64_t)(a / b);
+    tpu_type_t t = tpu_type_make(to, dims, 2);
+    return tpu_ir_reshape(g, tpu_ir_bitcast(g, v, &t), &m, 1);
+  }
+  int64_t r = (int64_t)(b / a);
+  if (n % r) {
+    tpu_graph_fail(g, tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                                      "cannot view %lld elements of %s as %s",
+                                      (long long)n, tpu_dtype_name(from),
+                                      tpu_dtype_name(to)));
+    return TPU_VAL_NONE;
+  }
+  int64_t dims[2] = {n / r, r}, m = n / r;
+  tpu_type_t t = tpu_type_make(to, &m, 1);
+  return tpu_ir_bitcast(g, tpu_ir_reshape(g, v, dims, 2), &t);
+}
+
+tpu_val_t tpu_dev_slot_value(tpu_dev_t* d, tpu_slot_t* s, tpu_dtype_t dtype) {
+  tpu_graph_t* g = d->graph;
+  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
+  if (s->device != d->index) {
+    tpu_graph_fail(g, tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                                      "Expected all tensors to be on the same "
+                                      "device, but found at least two devices, "
+                                      "tpu:%d and tpu:%d!", d->index, s->device));
+    return TPU_VAL_NONE;
+  }
+  if (s->poison) {
+    tpu_graph_fail(g, tpu_status_annotate(tpu_status_clone(s->poison),
+                                          "this tensor holds the result of a "
+                                          "computation that failed"));
+    return TPU_VAL_NONE;
+  }
+  tpu_val_t v;
+  if (s->pending_gen == d->gen) {
+    v = s->pending;
+  } else if (s->buffer) {
+    if (s->param_gen != d->gen || s->param_epoch != d->param_epoch) {
+      s->param = tpu_dev_param(d, s->buffer);
+      s->param_gen = d->gen;
+      s->param_epoch = d->param_epoch;
+    }
+    v = s->param;
+  } else {  // never written: reads as zeros
+    int64_t n = (int64_t)(s->nbytes / tpu_dtype_size(dtype));
+    return tpu_ir_const(g, dtype, 0, &n, 1);
+  }
+  return reinterpret(g, v, dtype);
+}
+
+tpu_val_t tpu_dev_read(tpu_dev_t* d, const tpu_view_t* v) {
+  tpu_val_t flat = tpu_dev_slot_value(d, v->slot, v->dtype);
+  return tpu_view_lower_read(d->graph, flat, v);
+}
+
+void tpu_dev_write(tpu_dev_t* d, const tpu_view_t* v, tpu_val_t value) {
+  tpu_graph_t* g = d->graph;
+  tpu_slot_t* s = v->slot;
+  if (!tpu_graph_ok(g)) return;
+  value = tpu_ir_convert(g, value, v->dtype);
+  tpu_val_t flat;
+  if (tpu_view_is_whole(v)) {
+    int64_t n = tpu_view_numel(v);
+    flat = tpu_ir_reshape(g, value, &n, 1);
+  } else {
+    flat = tpu_view_lower_write(g, tpu_dev_slot_value(d, s, v->dtype), v, value);
+  }
+  if (!tpu_graph_ok(g)) return;
+  if (s->pending_gen != d->gen) {
+    if (!grow((void**)&d->written, &d->written_cap, d->num_written + 1, sizeof *d->written)) {
+      oom(g);
+      return;
+    }
+    tpu_slot_retain(s);
+    d->written[d->num_written++] = s;
+  } else {
+    if (!grow((void**)&d->undo, &d->undo_cap, d->num_undo + 1, sizeof *d->undo)) {
+      oom(g);
+      return;
+    }
+    d->undo[d->num_undo++] = (tpu_undo_t){s, s->pending, s->dtype};
+  }
+  tpu_status_free(s->poison);  // a write that did not read the old value
+  s->poison = NULL;            // (a whole write) clears it
+  s->pending = flat;
+  s->pending_gen = d->gen;
+  s->dtype = v->dtype;
+}
+
+void tpu_dev_set_buffer(tpu_dev_t* d, tpu_slot_t* s, tpu_buffer_t* b) {
+  tpu_buffer_retain(b);
+  tpu_buffer_release(s->buffer);
+  s->buffer = b;
+  s->dtype = tpu_buffer_dtype(b);
+  s->pending_gen = 0;  // a later write than anything recorded
+  s->param_gen = 0;
+  tpu_status_free(s->poison);
+  s->poison = NULL;
+}
+
+void tpu_dev_assert(tpu_dev_t* d, tpu_val_t bad, tpu_status_t status) {
+  if (!tpu_graph_ok(d->graph) ||
+      !grow((void**)&d->asserts, &d->asserts_cap, d->num_asserts + 1, sizeof *d->asserts)) {
+    tpu_status_free(status);
+    return;
+  }
+  d->asserts[d->num_asserts++] = (tpu_assert_t){bad, status};
+}
+
+tpu_status_t tpu_slot_resize(tpu_slot_t* s, size_t nbytes) {
+  tpu_dev_t* d;
+  TPU_RETURN_IF_ERROR(tpu_dev_get(s->device, &d));
+  tpu_dev_lock(d);
+  tpu_status_t st = TPU_OK;
+  if (nbytes != s->nbytes) {
+    bool has_value = s->buffer || s->pending_gen == d->gen;
+    if (has_value) {
+      // Keep the common prefix, as bytes.
+      tpu_graph_t* g = d->graph;
+      tpu_mark_t mark;
+      tpu_dev_begin(d, &mark);
+      tpu_val_t old = tpu_dev_slot_value(d, s, TPU_U8);
+      int64_t n_old = (int64_t)s->nbytes, n_new = (int64_t)nbytes, zero = 0;
+      int64_t keep = n_old < n_new ? n_old : n_new, hi = n_new - keep;
+      tpu_val_t v = tpu_ir_slice(g, old, &zero, &keep, NULL);
+      v = tpu_ir_pad(g, v, tpu_ir_const(g, TPU_U8, 0, NULL, 0), &zero, &hi, NULL);
+      s->nbytes = nbytes;
+      tpu_view_t whole = tpu_view_contiguous(s, TPU_U8, &n_new, 1);
+      tpu_dev_write(d, &whole, v);
+      st = tpu_graph_take_error(g);
+      if (st) {
+        tpu_dev_rollback(d, &mark);
+        s->nbytes = (size_t)n_old;
+      } else {
+        st = tpu_dev_after_op(d);
+      }
+    } else {
+      s->nbytes = nbytes;
+    }
+  }
+  tpu_dev_unlock(d);
+  return st;
+}

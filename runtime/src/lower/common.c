@@ -1,0 +1,86 @@
+// Helpers shared by lowerings: shapes, broadcasting, dims, constants.
+#include <string.h>
+
+#include "lower/lower.h"
+
+
+tpu_status_t tpu_broadcast_shapes(const int64_t* a, int ra, const int64_t* b,
+                                  int rb, int64_t* out, int* out_rank) {
+  int r = ra > rb ? ra : rb;
+  for (int i = 0; i < r; ++i) {
+    int ia = ra - r + i, ib = rb - r + i;
+    int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                             "The size of tensor a (%lld) must match the size "
+                             "of tensor b (%lld) at non-singleton dimension %d",
+                             (long long)da, (long long)db, i);
+    out[i] = da == 1 ? db : da;
+  }
+  *out_rank = r;
+  return TPU_OK;
+}
+
+tpu_val_t tpu_lower_expand(tpu_lower_ctx_t* cx, tpu_val_t v,
+                           const int64_t* dims, int rank) {
+  if (!tpu_graph_ok(cx->g)) return TPU_VAL_NONE;
+  int r = tpu_ir_rank(cx->g, v);
+  const int64_t* vd = tpu_ir_dims(cx->g, v);
+  int64_t bdims[TPU_MAX_RANK], keep_dims[TPU_MAX_RANK];
+  int keep = 0;
+  bool squeeze = false;
+  // Size-1 dims being broadcast are dropped first (broadcast_in_dim only
+  // repeats dims of size 1, which it allows, but this keeps shapes plain).
+  for (int i = 0; i < r; ++i) {
+    int j = rank - r + i;
+    if (j < 0) {
+      tpu_graph_fail(cx->g, tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                                            "cannot expand a rank %d value to rank %d", r, rank));
+      return TPU_VAL_NONE;
+    }
+    if (vd[i] == 1 && dims[j] != 1) {
+      squeeze = true;
+      continue;
+    }
+    keep_dims[keep] = vd[i];
+    bdims[keep++] = j;
+  }
+  if (squeeze) v = tpu_ir_reshape(cx->g, v, keep_dims, keep);
+  return tpu_ir_broadcast(cx->g, v, dims, rank, bdims);
+}
+
+tpu_status_t tpu_wrap_dim(int64_t dim, int rank, int64_t* out) {
+  int64_t r = rank > 0 ? rank : 1;
+  if (dim < -r || dim >= r)
+    return tpu_status_make(TPU_CODE_OUT_OF_RANGE,
+                           "Dimension out of range (expected to be in range of "
+                           "[%lld, %lld], but got %lld)", (long long)-r,
+                           (long long)(r - 1), (long long)dim);
+  *out = dim < 0 ? dim + r : dim;
+  return TPU_OK;
+}
+
+tpu_val_t tpu_lower_const_like(tpu_lower_ctx_t* cx, tpu_val_t v, double value) {
+  if (!tpu_graph_ok(cx->g)) return TPU_VAL_NONE;
+  const tpu_type_t* t = tpu_ir_type(cx->g, v);
+  return tpu_ir_const(cx->g, t->dtype, value, t->dims, t->rank);
+}
+
+tpu_status_t tpu_lower_broadcast_inputs(tpu_lower_ctx_t* cx, const int* args,
+                                        int n, tpu_dtype_t dtype,
+                                        tpu_val_t* out) {
+  int64_t shape[TPU_MAX_RANK];
+  int rank = 0;
+  for (int k = 0; k < n; ++k) {
+    if (!tpu_arg_present(cx, args[k])) continue;
+    int64_t next[TPU_MAX_RANK];
+    TPU_RETURN_IF_ERROR(tpu_broadcast_shapes(shape, rank, tpu_arg_sizes(cx, args[k]),
+                                             tpu_arg_rank(cx, args[k]), next, &rank));
+    memcpy(shape, next, sizeof(int64_t) * (size_t)rank);
+  }
+  for (int k = 0; k < n; ++k)
+    out[k] = tpu_arg_present(cx, args[k])
+                 ? tpu_lower_expand(cx, tpu_lower_input(cx, args[k], dtype), shape, rank)
+                 : TPU_VAL_NONE;
+  return TPU_OK;
+}

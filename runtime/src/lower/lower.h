@@ -1,0 +1,149 @@
+// The lowering interface: what an op's lowering function sees.
+//
+// A lowering reads its arguments (in ATen schema order) through the context,
+// builds IR nodes into cx->g, and sets cx->outs. It returns an error status
+// for bad arguments (with PyTorch's wording where users know it); IR builder
+// errors are collected in the graph and reported by the engine.
+#ifndef TPU_LOWER_LOWER_H_
+#define TPU_LOWER_LOWER_H_
+
+#include "ir/ir.h"
+#include "tpu/engine.h"
+
+typedef struct tpu_lower_ctx tpu_lower_ctx_t;
+typedef tpu_status_t (*tpu_lower_fn)(tpu_lower_ctx_t* cx);
+
+typedef enum tpu_op_class {
+  TPU_CLASS_ELEMENTWISE, TPU_CLASS_REDUCE, TPU_CLASS_MOVEMENT,
+  TPU_CLASS_MATMUL, TPU_CLASS_CONV, TPU_CLASS_INDEX, TPU_CLASS_RNG,
+  TPU_CLASS_COLLECTIVE, TPU_CLASS_OPAQUE,
+} tpu_op_class_t;
+
+// Result dtype rules of elementwise rows.
+typedef enum tpu_rule {
+  TPU_RULE_SAME,      // the promoted dtype
+  TPU_RULE_FLOAT,     // promoted; integers and bool become the default float
+  TPU_RULE_BOOL,      // computed in the promoted dtype, result bool
+  TPU_RULE_INTEGRAL,  // promoted; only integers and bool accepted
+  TPU_RULE_NOT_BOOL,  // promoted; bool rejected
+  TPU_RULE_NOT_COMPLEX,
+} tpu_rule_t;
+
+// Row flags.
+enum {
+  TPU_F_CAST_CHECK = 1,  // in-place / out=: result must be castable to the
+                         // target dtype (TensorIterator's rule)
+};
+
+typedef struct tpu_op_row {
+  const char* name;
+  const char* aten;
+  tpu_op_class_t cls;
+  int flags;
+  tpu_lower_fn lower;
+  tpu_ir_op_t ir_op;  // one-to-one elementwise rows
+  tpu_rule_t rule;
+} tpu_op_row_t;
+
+struct tpu_lower_ctx {
+  tpu_graph_t* g;
+  const tpu_op_row_t* row;
+  const tpu_arg_t* args;
+  int num_args;
+  tpu_val_t* outs;  // results (in the graph's arena)
+  int num_outs, outs_cap;
+  struct tpu_dev* dev;  // the engine's device (opaque here)
+};
+
+//===--- arguments ---===//
+
+// Argument i, or a NONE argument when i is past the end (optional trailing
+// arguments may be absent).
+const tpu_arg_t* tpu_arg(const tpu_lower_ctx_t* cx, int i);
+bool tpu_arg_present(const tpu_lower_ctx_t* cx, int i);  // not NONE
+bool tpu_arg_is_tensor(const tpu_lower_ctx_t* cx, int i);
+int64_t tpu_arg_int(const tpu_lower_ctx_t* cx, int i, int64_t dflt);
+double tpu_arg_float(const tpu_lower_ctx_t* cx, int i, double dflt);
+bool tpu_arg_bool(const tpu_lower_ctx_t* cx, int i, bool dflt);
+const char* tpu_arg_string(const tpu_lower_ctx_t* cx, int i, const char* dflt);
+tpu_dtype_t tpu_arg_dtype(const tpu_lower_ctx_t* cx, int i, tpu_dtype_t dflt);
+// A scalar argument's value as double (int, float, bool, Python number).
+double tpu_arg_number(const tpu_lower_ctx_t* cx, int i, double dflt);
+// INTS argument: its count and values (0 and NULL when absent).
+int tpu_arg_ints(const tpu_lower_ctx_t* cx, int i, const int64_t** out);
+
+// Type information of a tensor or scalar argument.
+tpu_dtype_t tpu_arg_value_dtype(const tpu_lower_ctx_t* cx, int i);
+int tpu_arg_rank(const tpu_lower_ctx_t* cx, int i);  // 0 for scalars
+const int64_t* tpu_arg_sizes(const tpu_lower_ctx_t* cx, int i);
+
+//===--- inputs ---===//
+
+// Tensor argument i as a value (its view read from the slot).
+tpu_val_t tpu_lower_tensor(tpu_lower_ctx_t* cx, int i);
+// Tensor or scalar argument i as a value of `dtype` (a scalar becomes a 0-d
+// input, so a new Python number does not recompile).
+tpu_val_t tpu_lower_input(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype);
+// A scalar as a 0-d input of `dtype`.
+tpu_val_t tpu_lower_scalar(tpu_lower_ctx_t* cx, const tpu_scalar_t* s,
+                           tpu_dtype_t dtype);
+// A number known at the call, as a 0-d input of `dtype`.
+tpu_val_t tpu_lower_number(tpu_lower_ctx_t* cx, double value, tpu_dtype_t dtype);
+// Small host data as an input (e.g. an RNG state).
+tpu_val_t tpu_lower_bytes(tpu_lower_ctx_t* cx, tpu_dtype_t dtype,
+                          const int64_t* dims, int rank, const void* data);
+// A device-side assertion: when `bad` (a 0-d bool) is true at run time, the
+// status (code and message) is raised at the next synchronization.
+void tpu_lower_assert(tpu_lower_ctx_t* cx, tpu_val_t bad, tpu_code_t code,
+                      const char* fmt, ...) TPU_PRINTF(4, 5);
+
+//===--- helpers ---===//
+
+// PyTorch's result_type over the given tensor/scalar arguments (tiers
+// respected; absent arguments skipped).
+tpu_dtype_t tpu_lower_result_type(const tpu_lower_ctx_t* cx, const int* args,
+                                  int n);
+// The dtype PyTorch computes elementwise math in (f32 for f16/bf16).
+tpu_dtype_t tpu_opmath(tpu_dtype_t t);
+tpu_dtype_t tpu_default_float(void);  // F32
+tpu_dtype_t tpu_to_float(tpu_dtype_t t);  // integral/bool -> default float
+
+// Broadcasts two shapes (right-aligned); error in PyTorch's words.
+TPU_MUST_USE tpu_status_t tpu_broadcast_shapes(const int64_t* a, int ra,
+                                               const int64_t* b, int rb,
+                                               int64_t* out, int* out_rank);
+// Reads the present arguments args[0..n) as values of `dtype`, broadcast to
+// their common shape; absent ones give TPU_VAL_NONE.
+TPU_MUST_USE tpu_status_t tpu_lower_broadcast_inputs(tpu_lower_ctx_t* cx,
+                                                     const int* args, int n,
+                                                     tpu_dtype_t dtype,
+                                                     tpu_val_t* out);
+// Broadcasts a value to `dims` (right-aligned, numpy rules).
+tpu_val_t tpu_lower_expand(tpu_lower_ctx_t* cx, tpu_val_t v,
+                           const int64_t* dims, int rank);
+// A dimension index in [-rank, rank) made non-negative; OUT_OF_RANGE error
+// in PyTorch's words otherwise. rank 0 accepts -1 and 0.
+TPU_MUST_USE tpu_status_t tpu_wrap_dim(int64_t dim, int rank, int64_t* out);
+// A scalar constant of `dtype` splatted to the shape of v.
+tpu_val_t tpu_lower_const_like(tpu_lower_ctx_t* cx, tpu_val_t v, double value);
+
+// a @ b contracting a's last dim with b's dim `batch` (batch dims first, in
+// both), accumulating half precision in float; result dtype `out`.
+tpu_val_t tpu_lower_matmul_values(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b,
+                                  int batch, tpu_dtype_t out);
+// Sets result k (results are numbered from 0 without gaps).
+void tpu_lower_out(tpu_lower_ctx_t* cx, int k, tpu_val_t v);
+// Element j of TENSORS argument i as a value; the list's length.
+tpu_val_t tpu_lower_tensor_at(tpu_lower_ctx_t* cx, int i, int j);
+int tpu_arg_count(const tpu_lower_ctx_t* cx, int i);
+const tpu_view_t* tpu_arg_tensor_at(const tpu_lower_ctx_t* cx, int i, int j);
+
+#define TPU_LOWER_ERROR(code, ...) tpu_status_make((code), __VA_ARGS__)
+
+// PyTorch's name of a dtype ("Float", "Long"), for messages users know.
+const char* tpu_dtype_torch_name(tpu_dtype_t t);
+
+// The op table, expanded from ops.def.
+const tpu_op_row_t* tpu_op_row(int op);
+
+#endif  // TPU_LOWER_LOWER_H_

@@ -1,0 +1,156 @@
+// The engine: slots, views, ops, copies, modes, device-side errors.
+#include "tpu/engine.h"
+#include "test.h"
+
+// prepare callback: fresh contiguous slots for every result.
+typedef struct fresh {
+  tpu_slot_t* slots[4];
+  int n;
+} fresh_t;
+
+static tpu_status_t make_fresh(void* user, int count, const tpu_result_type_t* types,
+                               tpu_view_t* targets) {
+  fresh_t* f = user;
+  for (int k = 0; k < count; ++k) {
+    int64_t n = 1;
+    for (int i = 0; i < types[k].rank; ++i) n *= types[k].sizes[i];
+    TPU_RETURN_IF_ERROR(tpu_slot_create(0, (size_t)n * tpu_dtype_size(types[k].dtype), &f->slots[k]));
+    targets[k] = tpu_view_contiguous(f->slots[k], types[k].dtype, types[k].sizes, types[k].rank);
+    f->n = k + 1;
+  }
+  return TPU_OK;
+}
+
+// prepare callback: write into the given views.
+static tpu_status_t into(void* user, int count, const tpu_result_type_t* types, tpu_view_t* targets) {
+  const tpu_view_t* v = user;
+  targets[0] = *v;
+  return TPU_OK;
+}
+
+static tpu_slot_t* upload(const float* data, int64_t n) {
+  tpu_slot_t* s = NULL;
+  CHECK_OK(tpu_slot_create(0, (size_t)n * 4, &s));
+  tpu_view_t v = tpu_view_contiguous(s, TPU_F32, &n, 1);
+  CHECK_OK(tpu_copy_from_host(&v, data));
+  return s;
+}
+
+static tpu_arg_t tensor_arg(const tpu_view_t* v) {
+  tpu_arg_t a = {TPU_ARG_TENSOR, 0, {0}};
+  a.tensor = v;
+  return a;
+}
+
+void test_engine_add_views(void) {
+  CHECK_OK(tpu_runtime_init());
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[3] = {10, 20, 30}, out[6];
+  tpu_slot_t *sa = upload(a, 6), *sb = upload(b, 3);
+  int64_t d23[2] = {2, 3}, d3[1] = {3};
+  tpu_view_t va = tpu_view_contiguous(sa, TPU_F32, d23, 2), vb = tpu_view_contiguous(sb, TPU_F32, d3, 1);
+  tpu_arg_t args[2] = {tensor_arg(&va), tensor_arg(&vb)};
+  fresh_t f = {0};
+  CHECK_OK(tpu_op_call(tpu_op_lookup("add"), -1, args, 2, TPU_WRITE_NEW, make_fresh, &f));
+  tpu_view_t vr = tpu_view_contiguous(f.slots[0], TPU_F32, d23, 2);
+  CHECK_OK(tpu_copy_to_host(&vr, out, sizeof out));
+  for (int i = 0; i < 6; ++i) CHECK(out[i] == a[i] + b[i % 3]);
+  // Transposed view (3x2 of a 2x3) read, then written in place through it.
+  tpu_view_t vt = va;
+  vt.sizes[0] = 3; vt.sizes[1] = 2; vt.strides[0] = 1; vt.strides[1] = 3;
+  float t[6];
+  CHECK_OK(tpu_copy_to_host(&vt, t, sizeof t));
+  CHECK(t[0] == 1 && t[1] == 4 && t[2] == 2 && t[5] == 6);
+  // Column 1 of the 2x3 (offset 1, stride 3) gets += 100 via add with INTO.
+  tpu_view_t col = va;
+  col.rank = 1; col.sizes[0] = 2; col.strides[0] = 3; col.offset = 1;
+  tpu_arg_t cargs[2];
+  cargs[0] = tensor_arg(&col);
+  cargs[1].kind = TPU_ARG_SCALAR;
+  cargs[1].scalar = (tpu_scalar_t){TPU_I64, TPU_TIER_WRAPPED, {0}};
+  cargs[1].scalar.i = 100;
+  CHECK_OK(tpu_op_call(tpu_op_lookup("add"), -1, cargs, 2, TPU_WRITE_INTO, into, &col));
+  CHECK_OK(tpu_copy_to_host(&va, out, sizeof out));
+  float want[6] = {1, 102, 3, 4, 105, 6};
+  for (int i = 0; i < 6; ++i) CHECK_MSG(out[i] == want[i], "out[%d] = %g", i, out[i]);
+  tpu_slot_release(f.slots[0]);
+  tpu_slot_release(sa);
+  tpu_slot_release(sb);
+}
+
+void test_engine_errors(void) {
+  CHECK_OK(tpu_runtime_init());
+  float a[6] = {0}, b[4] = {0};
+  tpu_slot_t *sa = upload(a, 6), *sb = upload(b, 4);
+  int64_t d23[2] = {2, 3}, d4[1] = {4};
+  tpu_view_t va = tpu_view_contiguous(sa, TPU_F32, d23, 2), vb = tpu_view_contiguous(sb, TPU_F32, d4, 1);
+  tpu_arg_t args[2] = {tensor_arg(&va), tensor_arg(&vb)};
+  fresh_t f = {0};
+  CHECK_ERROR(tpu_op_call(tpu_op_lookup("add"), -1, args, 2, TPU_WRITE_NEW, make_fresh, &f),
+              TPU_CODE_INVALID_ARGUMENT, "must match the size of tensor b (4) at non-singleton dimension 1");
+  CHECK(f.n == 0);
+  // In-place with a result that cannot be cast: float into int64.
+  tpu_slot_t* si = NULL;
+  CHECK_OK(tpu_slot_create(0, 48, &si));
+  tpu_view_t vi = tpu_view_contiguous(si, TPU_I64, d23, 2);
+  tpu_arg_t iargs[2] = {tensor_arg(&vi), tensor_arg(&va)};
+  CHECK_ERROR(tpu_op_call(tpu_op_lookup("add"), -1, iargs, 2, TPU_WRITE_INTO, into, &vi),
+              TPU_CODE_INVALID_ARGUMENT, "result type Float can't be cast to the desired output type Long");
+  // The device still works after the errors.
+  tpu_arg_t ok[2] = {tensor_arg(&va), tensor_arg(&va)};
+  CHECK_OK(tpu_op_call(tpu_op_lookup("add"), -1, ok, 2, TPU_WRITE_NEW, make_fresh, &f));
+  tpu_slot_release(f.slots[0]);
+  tpu_slot_release(si);
+  tpu_slot_release(sa);
+  tpu_slot_release(sb);
+}
+
+static void chain(int steps, float* result) {
+  float a[4] = {1, 2, 3, 4};
+  tpu_slot_t* s = upload(a, 4);
+  int64_t d4[1] = {4};
+  tpu_view_t v = tpu_view_contiguous(s, TPU_F32, d4, 1);
+  for (int i = 0; i < steps; ++i) {  // v = v * 2 + 1, in place
+    tpu_arg_t m[2] = {tensor_arg(&v), {TPU_ARG_SCALAR, 0, {0}}};
+    m[1].scalar = (tpu_scalar_t){TPU_F64, TPU_TIER_WRAPPED, {0}};
+    m[1].scalar.f = 2.0;
+    CHECK_OK(tpu_op_call(tpu_op_lookup("mul"), -1, m, 2, TPU_WRITE_INTO, into, &v));
+    m[1].scalar.f = 1.0;
+    CHECK_OK(tpu_op_call(tpu_op_lookup("add"), -1, m, 2, TPU_WRITE_INTO, into, &v));
+  }
+  CHECK_OK(tpu_copy_to_host(&v, result, 16));
+  tpu_slot_release(s);
+}
+
+void test_engine_modes_agree(void) {
+  CHECK_OK(tpu_runtime_init());
+  float strict[4], fused[4], debug[4];
+  tpu_mode_set(TPU_MODE_STRICT);
+  chain(5, strict);
+  tpu_metrics_t m0, m1;
+  tpu_metrics_get(&m0);
+  tpu_mode_set(TPU_MODE_FUSED);
+  chain(5, fused);
+  tpu_metrics_get(&m1);
+  CHECK_MSG(m1.executions - m0.executions == 1, "fused mode ran %lld executions",
+            (long long)(m1.executions - m0.executions));
+  tpu_mode_set(TPU_MODE_DEBUG);
+  chain(5, debug);
+  for (int i = 0; i < 4; ++i) {
+    float want = (float)(i + 1);
+    for (int k = 0; k < 5; ++k) want = want * 2 + 1;
+    CHECK(strict[i] == want && fused[i] == want && debug[i] == want);
+  }
+  tpu_mode_set(TPU_MODE_STRICT);
+}
+
+void test_engine_cache_hits(void) {
+  CHECK_OK(tpu_runtime_init());
+  float r[4];
+  chain(1, r);
+  tpu_metrics_t m0, m1;
+  tpu_metrics_get(&m0);
+  chain(3, r);  // same programs, new Python numbers would not recompile
+  tpu_metrics_get(&m1);
+  CHECK(m1.compiles == m0.compiles);
+  CHECK(m1.cache_hits - m0.cache_hits >= 6);
+}
