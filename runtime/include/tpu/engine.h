@@ -204,6 +204,11 @@ typedef struct tpu_metrics {
 
 void tpu_metrics_get(tpu_metrics_t* out_metrics);
 void tpu_metrics_reset(void);
+// Counts a CPU fallback of an operator (e.g. "aten::lerp.Scalar").
+void tpu_metrics_fallback(const char* op);
+// The fallbacks counted so far: fills up to `max` names (valid until the next
+// reset) and counts; returns how many distinct operators fell back.
+int tpu_metrics_fallbacks(const char** out_names, int64_t* out_counts, int max);
 
 #ifdef __cplusplus
 }

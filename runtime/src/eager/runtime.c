@@ -57,8 +57,62 @@ void tpu_metrics_get(tpu_metrics_t* out) {
   out->compile_seconds = (double)metrics[TPU_M_COMPILE_NS] * 1e-9;
 }
 
+typedef struct fallback_count {
+  char* name;
+  int64_t count;
+} fallback_count_t;
+
+static mtx_t fallback_lock;
+static once_flag fallback_once = ONCE_FLAG_INIT;
+static fallback_count_t* fallbacks;
+static int num_fallbacks, fallbacks_cap;
+
+static void fallback_init(void) { mtx_init(&fallback_lock, mtx_plain); }
+
+void tpu_metrics_fallback(const char* op) {
+  call_once(&fallback_once, fallback_init);
+  mtx_lock(&fallback_lock);
+  int i = 0;
+  while (i < num_fallbacks && strcmp(fallbacks[i].name, op)) ++i;
+  if (i == num_fallbacks && num_fallbacks == fallbacks_cap) {
+    int cap = fallbacks_cap ? fallbacks_cap * 2 : 16;
+    fallback_count_t* p = realloc(fallbacks, sizeof *p * (size_t)cap);  // process lifetime
+    if (p) {
+      fallbacks = p;
+      fallbacks_cap = cap;
+    }
+  }
+  if (i == num_fallbacks && num_fallbacks < fallbacks_cap) {
+    fallbacks[i].name = strdup(op);
+    fallbacks[i].count = 0;
+    ++num_fallbacks;
+  }
+  if (i < num_fallbacks) ++fallbacks[i].count;
+  mtx_unlock(&fallback_lock);
+}
+
+int tpu_metrics_fallbacks(const char** names, int64_t* counts, int max) {
+  call_once(&fallback_once, fallback_init);
+  mtx_lock(&fallback_lock);
+  int n = 0;
+  for (int i = 0; i < num_fallbacks; ++i) {
+    if (!fallbacks[i].count) continue;
+    if (n < max) {
+      names[n] = fallbacks[i].name;
+      counts[n] = fallbacks[i].count;
+    }
+    ++n;
+  }
+  mtx_unlock(&fallback_lock);
+  return n;
+}
+
 void tpu_metrics_reset(void) {
   for (int i = 0; i < TPU_M_COUNT; ++i) atomic_store(&metrics[i], 0);
+  call_once(&fallback_once, fallback_init);
+  mtx_lock(&fallback_lock);
+  for (int i = 0; i < num_fallbacks; ++i) fallbacks[i].count = 0;  // names stay valid
+  mtx_unlock(&fallback_lock);
 }
 
 //===--- init / shutdown ---===//

@@ -1,0 +1,54 @@
+# torchtpu: `make demo` and `make test` do all set-up on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BUILD := build
+JOBS ?= $(shell nproc)
+SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+
+.PHONY: all build demo test test-c test-py asan clean
+
+all: build
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+# Dependencies, reinstalled when requirements.txt changes.
+$(VENV)/.deps: requirements.txt | $(PY)
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+$(BUILD)/CMakeCache.txt: $(VENV)/.deps CMakeLists.txt runtime/CMakeLists.txt binding/CMakeLists.txt
+	cmake -S . -B $(BUILD) -DTPU_PYTHON=$(abspath $(PY)) -DTPU_PLUGIN_PATH=$(SITE) >/dev/null
+
+# The package is installed in editable mode once, so that the torch.backends
+# entry point autoloads it; the extension is built in place by CMake.
+$(VENV)/.installed: pyproject.toml $(VENV)/.deps
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+build: $(BUILD)/CMakeCache.txt $(VENV)/.installed
+	cmake --build $(BUILD) -j$(JOBS)
+
+test-c: build
+	$(BUILD)/runtime/tpu_tests
+
+test-py: build
+	$(PY) -m pytest tests
+
+test: test-c test-py
+
+demo: build
+	$(PY) examples/hello.py
+
+# The runtime and C tests under AddressSanitizer and UBSan. Leak checking is
+# left to the tests' own allocation counter: the XLA plugin keeps
+# process-lifetime allocations that LeakSanitizer would report.
+asan: $(VENV)/.deps
+	cmake -S . -B $(BUILD)-asan -DTPU_SANITIZE=ON -DTPU_BUILD_BINDING=OFF -DTPU_PLUGIN_PATH=$(SITE) >/dev/null
+	cmake --build $(BUILD)-asan -j$(JOBS)
+	ASAN_OPTIONS=detect_leaks=0 $(BUILD)-asan/runtime/tpu_tests
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan torchtpu/_C*.so

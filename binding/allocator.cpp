@@ -1,0 +1,93 @@
+// The tpu device allocator. A storage's DataPtr context is one reference to
+// a runtime storage slot; its data address is the slot's address, a unique
+// non-null token that is never dereferenced (bytes move only through the
+// runtime's copies).
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/util/Exception.h>
+
+#include "binding.h"
+
+namespace torchtpu {
+namespace {
+
+void delete_slot(void* ctx) { tpu_slot_release(static_cast<tpu_slot_t*>(ctx)); }
+
+struct TpuAllocator final : public c10::DeviceAllocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    return allocate_on(current_device(), nbytes);
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    TORCH_CHECK(false, "tpu storages cannot be copied by address; use Tensor.copy_");
+  }
+  bool initialized() override { return tpu_runtime_client() != nullptr; }
+  void emptyCache(c10::MempoolId_t) override {}  // PJRT frees eagerly
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    ensure_runtime();
+    tpu_memory_stats_t m;
+    tpu_client_memory_stats(tpu_runtime_client(), device, &m);
+    c10::CachingDeviceAllocator::DeviceStats stats;
+    auto& agg = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+    agg.current = m.bytes_in_use;
+    agg.peak = m.peak_bytes_in_use;
+    agg.allocated = m.bytes_in_use;
+    auto& res = stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+    res.current = m.bytes_in_use;
+    res.peak = m.peak_bytes_in_use;
+    auto& count = stats.allocation[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+    count.allocated = m.num_allocs;
+    return stats;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex) override {}
+  void resetPeakStats(c10::DeviceIndex device) override {
+    ensure_runtime();
+    tpu_client_reset_peak(tpu_runtime_client(), device);
+  }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    ensure_runtime();
+    tpu_memory_stats_t m;
+    tpu_client_memory_stats(tpu_runtime_client(), device, &m);
+    size_t total = m.bytes_limit > 0 ? static_cast<size_t>(m.bytes_limit) : 0;
+    size_t used = static_cast<size_t>(m.bytes_in_use);
+    return {total > used ? total - used : 0, total};
+  }
+};
+
+TpuAllocator the_allocator;
+
+}  // namespace
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &the_allocator);
+
+c10::Allocator* allocator() { return &the_allocator; }
+
+c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes) {
+  ensure_runtime();
+  tpu_slot_t* slot = nullptr;
+  check(tpu_slot_create(device, nbytes, &slot));
+  return {slot, slot, &delete_slot, c10::Device(c10::DeviceType::PrivateUse1, device)};
+}
+
+tpu_slot_t* slot_of(const c10::Storage& storage) {
+  void* ctx = storage.data_ptr().get_context();
+  TORCH_CHECK(ctx && storage.data_ptr().get_deleter() == &delete_slot,
+              "this tpu storage has no device memory");
+  return static_cast<tpu_slot_t*>(ctx);
+}
+
+at::Tensor new_tensor(c10::IntArrayRef sizes, c10::ScalarType dtype,
+                      c10::DeviceIndex device) {
+  int64_t numel = c10::multiply_integers(sizes);
+  size_t nbytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes,
+                       allocate_on(device, nbytes), &the_allocator, /*resizable=*/true);
+  auto t = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      caffe2::TypeMeta::fromScalarType(dtype));
+  t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  return t;
+}
+
+}  // namespace torchtpu

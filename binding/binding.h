@@ -1,0 +1,54 @@
+// The PyTorch side of torchtpu: what the binding's files share.
+//
+// C++ lives here only because PyTorch's extension points are C++. The work
+// is in the C runtime (tpu.h); this layer converts between PyTorch's objects
+// and the runtime's, and turns runtime statuses into PyTorch exceptions.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/Device.h>
+
+#include <string>
+
+#include "tpu/engine.h"
+#include "tpu/tpu.h"
+
+namespace torchtpu {
+
+// Throws the PyTorch exception matching the status (and frees it):
+// OUT_OF_RANGE -> IndexError, UNIMPLEMENTED -> NotImplementedError,
+// RESOURCE_EXHAUSTED -> OutOfMemoryError, everything else -> RuntimeError.
+void check(tpu_status_t status);
+
+// Initializes the runtime (plugin, client) on first use; throws on failure.
+void ensure_runtime();
+
+tpu_dtype_t to_tpu(c10::ScalarType t);  // throws for unsupported dtypes
+c10::ScalarType to_torch(tpu_dtype_t t);
+
+// The runtime's view of a tpu tensor (its storage slot and geometry).
+tpu_view_t view_of(const at::Tensor& t);
+tpu_slot_t* slot_of(const c10::Storage& storage);
+
+// The device allocator: storages own one reference to a storage slot.
+c10::Allocator* allocator();
+c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes);
+// A new contiguous tpu tensor.
+at::Tensor new_tensor(c10::IntArrayRef sizes, c10::ScalarType dtype,
+                      c10::DeviceIndex device);
+
+// The current tpu device of this thread.
+c10::DeviceIndex current_device();
+void set_current_device(c10::DeviceIndex device);
+int device_count();  // 0 when the runtime cannot start
+
+// The generator's (seed, counter) for one random op, advancing it.
+void rng_next(const std::optional<at::Generator>& gen, c10::DeviceIndex device,
+              uint64_t out[2]);
+
+// Registers the boxed kernel of op table row `row` for an ATen overload.
+void register_kernel(const std::string& qualified_name, int row);
+void register_fallback();
+
+}  // namespace torchtpu

@@ -1,0 +1,134 @@
+// The CPython module torchtpu._C: what the Python package calls.
+#include <ATen/Context.h>
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "binding.h"
+
+namespace py = pybind11;
+
+namespace torchtpu {
+namespace {
+
+c10::Device tpu_device(int i) {
+  return {c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(i)};
+}
+
+tpu_mode_t mode_from_name(const std::string& name) {
+  if (name == "debug") return TPU_MODE_DEBUG;
+  if (name == "strict") return TPU_MODE_STRICT;
+  if (name == "fused") return TPU_MODE_FUSED;
+  throw py::value_error("unknown mode '" + name + "': expected debug, strict or fused");
+}
+
+py::dict metrics() {
+  tpu_metrics_t m;
+  tpu_metrics_get(&m);
+  py::dict d;
+  d["compiles"] = m.compiles;
+  d["cache_hits"] = m.cache_hits;
+  d["cache_misses"] = m.cache_misses;
+  d["disk_hits"] = m.disk_hits;
+  d["executions"] = m.executions;
+  d["host_syncs"] = m.host_syncs;
+  d["h2d_bytes"] = m.h2d_bytes;
+  d["d2h_bytes"] = m.d2h_bytes;
+  d["h2d_copies"] = m.h2d_copies;
+  d["d2h_copies"] = m.d2h_copies;
+  d["flushes"] = m.flushes;
+  d["graph_nodes"] = m.graph_nodes;
+  d["ops"] = m.ops_recorded;
+  d["compile_seconds"] = m.compile_seconds;
+  py::dict fb;
+  const char* names[512];
+  int64_t counts[512];
+  int n = tpu_metrics_fallbacks(names, counts, 512);
+  for (int i = 0; i < n && i < 512; ++i) fb[names[i]] = counts[i];
+  d["fallbacks"] = fb;
+  return d;
+}
+
+py::dict memory_stats(int device) {
+  ensure_runtime();
+  tpu_memory_stats_t m;
+  tpu_client_memory_stats(tpu_runtime_client(), device, &m);
+  py::dict d;
+  d["allocated_bytes.all.current"] = m.bytes_in_use;
+  d["allocated_bytes.all.peak"] = m.peak_bytes_in_use;
+  d["allocation.all.allocated"] = m.num_allocs;
+  d["bytes_limit"] = m.bytes_limit;
+  return d;
+}
+
+py::dict device_info(int device) {
+  ensure_runtime();
+  tpu_client_t* c = tpu_runtime_client();
+  TORCH_CHECK(device >= 0 && device < tpu_client_device_count(c), "Invalid device index ",
+              device);
+  int64_t v[3];
+  tpu_client_stablehlo_version(c, v);
+  py::dict d;
+  d["kind"] = tpu_client_device_kind(c, device);
+  d["platform"] = tpu_client_platform(c);
+  d["platform_version"] = tpu_client_platform_version(c);
+  d["plugin"] = tpu_client_plugin_path(c);
+  d["pjrt_api"] = "0." + std::to_string(tpu_client_api_minor(c));
+  d["xla_version"] = tpu_client_xla_version(c);
+  d["stablehlo"] = std::to_string(v[0]) + "." + std::to_string(v[1]) + "." + std::to_string(v[2]);
+  tpu_memory_stats_t m;
+  tpu_client_memory_stats(c, device, &m);
+  d["memory_limit"] = m.bytes_limit;
+  return d;
+}
+
+}  // namespace
+}  // namespace torchtpu
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torchtpu;
+  m.doc() = "torchtpu runtime binding";
+  m.def("_init", [] { ensure_runtime(); });
+  m.def("_init_error", []() -> std::string {
+    tpu_status_t s = tpu_runtime_init();
+    std::string msg = s ? tpu_status_message(s) : "";
+    tpu_status_free(s);
+    return msg;
+  });
+  m.def("_device_count", [] { return device_count(); });
+  m.def("_current_device", [] { return static_cast<int>(current_device()); });
+  m.def("_set_device", [](int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_synchronize", [](int d) {
+    py::gil_scoped_release no_gil;
+    check(tpu_synchronize(d));
+  });
+  m.def("_flush", [](int d) {
+    py::gil_scoped_release no_gil;
+    check(tpu_flush(d));
+  });
+  m.def("_set_mode", [](const std::string& name, bool this_thread) {
+    tpu_mode_t mode = mode_from_name(name);
+    if (this_thread) tpu_mode_set(mode);
+    else tpu_mode_set_default(mode);
+  });
+  m.def("_get_mode", [] { return std::string(tpu_mode_name(tpu_mode_get())); });
+  m.def("_metrics", &metrics);
+  m.def("_reset_metrics", [] { tpu_metrics_reset(); });
+  m.def("_op_table", [] {
+    py::list rows;
+    for (int i = 0; i < tpu_op_count(); ++i)
+      rows.append(py::make_tuple(tpu_op_name(i), tpu_op_aten(i)));
+    return rows;
+  });
+  m.def("_register_kernel", &register_kernel);
+  m.def("_register_fallback", &register_fallback);
+  m.def("_memory_stats", &memory_stats);
+  m.def("_reset_peak_memory_stats", [](int d) {
+    ensure_runtime();
+    tpu_client_reset_peak(tpu_runtime_client(), d);
+  });
+  m.def("_device_info", &device_info);
+  m.def("_default_generator", [](int d) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(at::globalContext().defaultGenerator(tpu_device(d))));
+  });
+}

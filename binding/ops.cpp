@@ -1,0 +1,587 @@
+// Operator registrations: the boxed kernel that runs op-table rows, the
+// storage/view/copy primitives every PrivateUse1 backend provides, and the
+// counted CPU fallback for everything else.
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+#include <cstdlib>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "binding.h"
+
+namespace torchtpu {
+namespace {
+
+c10::Device tpu_device(c10::DeviceIndex i) { return {c10::DeviceType::PrivateUse1, i}; }
+
+//===--- converting boxed arguments to runtime arguments ---===//
+
+tpu_scalar_t scalar_of(const c10::Scalar& s, tpu_tier_t tier) {
+  tpu_scalar_t r;
+  std::memset(&r, 0, sizeof r);
+  r.tier = tier;
+  if (s.isBoolean()) {
+    r.dtype = TPU_BOOL;
+    r.b = s.toBool();
+  } else if (s.isIntegral(false)) {
+    r.dtype = TPU_I64;
+    r.i = s.toLong();
+  } else if (s.isComplex()) {
+    r.dtype = TPU_C128;
+    auto c = s.toComplexDouble();
+    r.c[0] = c.real();
+    r.c[1] = c.imag();
+  } else {
+    r.dtype = TPU_F64;
+    r.f = s.toDouble();
+  }
+  return r;
+}
+
+// Holds the runtime arguments of one call and everything they point into.
+struct Args {
+  std::vector<tpu_arg_t> args;
+  std::deque<tpu_view_t> views;  // deque: addresses stay valid
+  std::deque<std::vector<const tpu_view_t*>> view_lists;
+  std::deque<std::vector<int64_t>> int_lists;
+  std::deque<std::vector<double>> float_lists;
+  std::deque<std::unique_ptr<bool[]>> bool_lists;
+  std::deque<std::string> strings;
+  std::vector<size_t> generators;  // indices of RNG args to fill in
+  c10::DeviceIndex device = -1;    // of the first tpu tensor or Device arg
+
+  const tpu_view_t* view(const at::Tensor& t) {
+    if (device < 0) device = t.device().index();
+    views.push_back(view_of(t));
+    return &views.back();
+  }
+};
+
+[[noreturn]] void mixed_devices(const at::Tensor& t) {
+  TORCH_CHECK(false,
+              "Expected all tensors to be on the same device, but found at least "
+              "two devices, tpu:0 and ", t.device(), "!");
+}
+
+tpu_arg_t tensor_arg(Args& a, const at::Tensor& t) {
+  tpu_arg_t r;
+  std::memset(&r, 0, sizeof r);
+  if (!t.defined()) return r;  // NONE
+  if (t.is_privateuseone()) {
+    r.kind = TPU_ARG_TENSOR;
+    r.tensor = a.view(t);
+    return r;
+  }
+  if (t.dim() == 0 && t.is_cpu()) {  // CPU scalars mix with device tensors
+    r.kind = TPU_ARG_SCALAR;
+    bool wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
+    r.scalar = scalar_of(t.item(), wrapped ? TPU_TIER_WRAPPED : TPU_TIER_ZERO);
+    if (!wrapped) r.scalar.dtype = to_tpu(t.scalar_type());
+    return r;
+  }
+  mixed_devices(t);
+}
+
+c10::TypePtr unwrap_optional(c10::TypePtr t) {
+  if (auto o = t->cast<c10::OptionalType>()) return o->getElementType();
+  return t;
+}
+
+tpu_arg_t convert(Args& a, const c10::Argument& arg, const c10::IValue& v) {
+  tpu_arg_t r;
+  std::memset(&r, 0, sizeof r);
+  c10::TypePtr type = unwrap_optional(arg.real_type());
+  c10::TypeKind kind = type->kind();
+  if (kind == c10::TypeKind::GeneratorType) {  // filled once the device is known
+    r.kind = TPU_ARG_RNG;
+    a.generators.push_back(a.args.size());
+    return r;
+  }
+  if (v.isNone()) return r;
+  if (v.isTensor()) return tensor_arg(a, v.toTensor());
+  if (v.isTensorList()) {
+    auto list = v.toTensorList();
+    a.view_lists.emplace_back();
+    for (size_t i = 0; i < list.size(); ++i) {
+      at::Tensor t = list[i];
+      TORCH_CHECK(t.is_privateuseone(), "expected tpu tensors in the list, got ", t.device());
+      a.view_lists.back().push_back(a.view(t));
+    }
+    r.kind = TPU_ARG_TENSORS;
+    r.tensors = a.view_lists.back().data();
+    r.count = static_cast<int32_t>(list.size());
+    return r;
+  }
+  if (v.isList() && !v.isIntList() && !v.isSymIntList() && !v.isDoubleList() &&
+      !v.isBoolList()) {
+    auto list = v.toListRef();
+    bool ints = !list.empty();
+    for (const auto& e : list) ints &= e.isInt() || e.isSymInt();
+    if (ints) {  // int[] arriving as a generic list
+      a.int_lists.emplace_back();
+      for (const auto& e : list)
+        a.int_lists.back().push_back(e.isInt() ? e.toInt() : e.toSymInt().guard_int(__FILE__, __LINE__));
+      r.kind = TPU_ARG_INTS;
+      r.ints = a.int_lists.back().data();
+      r.count = static_cast<int32_t>(list.size());
+      return r;
+    }
+    a.view_lists.emplace_back();  // Tensor?[] (indexing)
+    for (const auto& e : list) {
+      if (e.isNone() || (e.isTensor() && !e.toTensor().defined())) {
+        a.view_lists.back().push_back(nullptr);
+        continue;
+      }
+      TORCH_CHECK(e.isTensor(), "unsupported list element in argument ", arg.name());
+      at::Tensor t = e.toTensor();
+      if (!t.is_privateuseone()) mixed_devices(t);
+      a.view_lists.back().push_back(a.view(t));
+    }
+    r.kind = TPU_ARG_TENSORS;
+    r.tensors = a.view_lists.back().data();
+    r.count = static_cast<int32_t>(list.size());
+    return r;
+  }
+  if (v.isIntList()) {
+    a.int_lists.push_back(v.toIntVector());
+    r.kind = TPU_ARG_INTS;
+    r.ints = a.int_lists.back().data();
+    r.count = static_cast<int32_t>(a.int_lists.back().size());
+    return r;
+  }
+  if (v.isSymIntList()) {
+    a.int_lists.emplace_back();
+    for (const auto& s : v.toSymIntVector()) a.int_lists.back().push_back(s.guard_int(__FILE__, __LINE__));
+    r.kind = TPU_ARG_INTS;
+    r.ints = a.int_lists.back().data();
+    r.count = static_cast<int32_t>(a.int_lists.back().size());
+    return r;
+  }
+  if (v.isDoubleList()) {
+    a.float_lists.push_back(v.toDoubleVector());
+    r.kind = TPU_ARG_FLOATS;
+    r.floats = a.float_lists.back().data();
+    r.count = static_cast<int32_t>(a.float_lists.back().size());
+    return r;
+  }
+  if (v.isBoolList()) {
+    auto list = v.toBoolList();
+    a.bool_lists.emplace_back(new bool[list.size() + 1]);
+    for (size_t i = 0; i < list.size(); ++i) a.bool_lists.back()[i] = list[i];
+    r.kind = TPU_ARG_BOOLS;
+    r.bools = a.bool_lists.back().get();
+    r.count = static_cast<int32_t>(list.size());
+    return r;
+  }
+  if (v.isString()) {
+    a.strings.push_back(v.toStringRef());
+    r.kind = TPU_ARG_STRING;
+    r.s = a.strings.back().c_str();
+    return r;
+  }
+  if (v.isDevice()) {
+    c10::Device d = v.toDevice();
+    if (d.is_privateuseone() && a.device < 0) a.device = d.has_index() ? d.index() : current_device();
+    return r;  // NONE: lowerings never need it
+  }
+  switch (kind) {
+    case c10::TypeKind::NumberType:
+      r.kind = TPU_ARG_SCALAR;
+      r.scalar = scalar_of(v.toScalar(), TPU_TIER_WRAPPED);
+      return r;
+    case c10::TypeKind::ScalarTypeType:
+      r.kind = TPU_ARG_DTYPE;
+      r.dtype = to_tpu(static_cast<c10::ScalarType>(v.toInt()));
+      return r;
+    case c10::TypeKind::LayoutType:
+    case c10::TypeKind::MemoryFormatType:
+      return r;
+    default:
+      break;
+  }
+  if (v.isBool()) {
+    r.kind = TPU_ARG_BOOL;
+    r.b = v.toBool();
+  } else if (v.isInt() || v.isSymInt()) {
+    r.kind = TPU_ARG_INT;
+    r.i = v.isInt() ? v.toInt() : v.toSymInt().guard_int(__FILE__, __LINE__);
+  } else if (v.isDouble() || v.isSymFloat()) {
+    r.kind = TPU_ARG_FLOAT;
+    r.f = v.isDouble() ? v.toDouble() : v.toSymFloat().guard_float(__FILE__, __LINE__);
+  } else if (v.isScalar()) {
+    r.kind = TPU_ARG_SCALAR;
+    r.scalar = scalar_of(v.toScalar(), TPU_TIER_WRAPPED);
+  } else {
+    TORCH_CHECK(false, "tpu: unsupported argument type ", *arg.real_type(), " for ",
+                arg.name());
+  }
+  return r;
+}
+
+//===--- results ---===//
+
+// What the prepare callback needs to provide targets.
+struct Call {
+  bool into = false;  // in-place / out=
+  bool is_out = false;
+  c10::DeviceIndex device = 0;
+  std::vector<at::Tensor> targets;  // in-place / out= tensors, in order
+  std::vector<at::Tensor> results;  // new tensors of a functional call
+};
+
+// Gives `out` the result's shape, as PyTorch's resize_output does. A storage
+// too small is replaced (the op overwrites all of it, so nothing is copied).
+void resize_out(at::Tensor& out, const tpu_result_type_t& type) {
+  c10::IntArrayRef sizes(type.sizes, static_cast<size_t>(type.rank));
+  if (out.sizes() == sizes) return;
+  if (out.numel() != 0)
+    TORCH_WARN("An output with one or more elements was resized since it had shape ",
+               out.sizes(), ", which does not match the required output shape ", sizes,
+               ". This behavior is deprecated, and in a future PyTorch release outputs "
+               "will not be resized unless they have zero elements. You can explicitly "
+               "reuse an out tensor t by resizing it, inplace, to zero elements with "
+               "t.resize_(0).");
+  auto* impl = out.unsafeGetTensorImpl();
+  size_t need = static_cast<size_t>(c10::multiply_integers(sizes)) * out.element_size();
+  if (impl->storage().nbytes() < need || impl->storage_offset() != 0) {
+    c10::Storage fresh(c10::Storage::use_byte_size_t(), need,
+                       allocate_on(out.device().index(), need), allocator(), true);
+    impl->set_storage_keep_dtype(std::move(fresh));
+    impl->set_storage_offset(0);
+  }
+  impl->set_sizes_contiguous(sizes);
+}
+
+tpu_status_t prepare(void* user, int count, const tpu_result_type_t* types,
+                     tpu_view_t* targets) noexcept {
+  auto* call = static_cast<Call*>(user);
+  try {
+    if (!call->into) {
+      call->results.reserve(static_cast<size_t>(count));
+      for (int k = 0; k < count; ++k) {
+        c10::IntArrayRef sizes(types[k].sizes, static_cast<size_t>(types[k].rank));
+        call->results.push_back(new_tensor(sizes, to_torch(types[k].dtype), call->device));
+        targets[k] = view_of(call->results.back());
+      }
+      return TPU_OK;
+    }
+    if (static_cast<size_t>(count) != call->targets.size())
+      return tpu_status_make(TPU_CODE_INTERNAL, "the op made %d results for %zu outputs",
+                             count, call->targets.size());
+    for (int k = 0; k < count; ++k) {
+      if (call->is_out) resize_out(call->targets[static_cast<size_t>(k)], types[k]);
+      targets[k] = view_of(call->targets[static_cast<size_t>(k)]);
+    }
+    return TPU_OK;
+  } catch (const std::exception& e) {
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "%s", e.what());
+  }
+}
+
+//===--- the boxed kernel of an op-table row ---===//
+
+struct SchemaInfo {
+  std::vector<bool> is_out;   // kwarg-only written arguments (out=)
+  std::vector<bool> written;  // every written argument
+  bool into = false;          // something is written
+  bool is_out_variant = false;
+  bool returns_list = false;  // a single Tensor[] result
+  size_t num_returns = 0;
+};
+
+SchemaInfo analyze(const c10::FunctionSchema& s) {
+  SchemaInfo info;
+  for (const auto& a : s.arguments()) {
+    bool w = a.alias_info() && a.alias_info()->isWrite();
+    info.written.push_back(w);
+    info.is_out.push_back(w && a.kwarg_only());
+    info.into |= w;
+    info.is_out_variant |= w && a.kwarg_only();
+  }
+  info.num_returns = s.returns().size();
+  info.returns_list =
+      info.num_returns == 1 && s.returns()[0].type()->kind() == c10::TypeKind::ListType;
+  return info;
+}
+
+class RowKernel final : public c10::OperatorKernel {
+ public:
+  explicit RowKernel(int row) : row_(row) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    std::call_once(once_, [&] { info_ = analyze(op.schema()); });
+    const auto& schema_args = op.schema().arguments();
+    const size_t n = schema_args.size();
+    auto ivalues = torch::jit::last(*stack, n);
+    Args a;
+    a.args.reserve(n);
+    Call call;
+    call.into = info_.into;
+    call.is_out = info_.is_out_variant;
+    for (size_t i = 0; i < n; ++i) {
+      const c10::IValue& v = ivalues[i];
+      if (info_.written[i]) {  // collect targets (and their device)
+        if (v.isTensor()) {
+          call.targets.push_back(v.toTensor());
+        } else if (v.isTensorList()) {
+          for (const at::Tensor& t : v.toTensorVector()) call.targets.push_back(t);
+        }
+        for (const auto& t : call.targets)
+          TORCH_CHECK(t.is_privateuseone(), "expected a tpu tensor to write, got ", t.device());
+        if (a.device < 0 && !call.targets.empty()) a.device = call.targets[0].device().index();
+      }
+      if (info_.is_out[i]) continue;  // out= tensors are targets, not inputs
+      a.args.push_back(convert(a, schema_args[i], v));
+    }
+    if (a.device < 0) a.device = current_device();
+    for (size_t g : a.generators) {
+      size_t schema_index = 0, seen = 0;  // find the IValue behind args[g]
+      for (; schema_index < n; ++schema_index) {
+        if (info_.is_out[schema_index]) continue;
+        if (seen++ == g) break;
+      }
+      const c10::IValue& v = ivalues[schema_index];
+      std::optional<at::Generator> gen;
+      if (!v.isNone()) gen = v.toGenerator();
+      rng_next(gen, a.device, a.args[g].rng);
+    }
+    call.device = a.device;
+    check(tpu_op_call(row_, a.device, a.args.data(), static_cast<int>(a.args.size()),
+                      call.into ? TPU_WRITE_INTO : TPU_WRITE_NEW, &prepare, &call));
+    torch::jit::drop(*stack, n);
+    if (info_.num_returns == 0) return;
+    std::vector<at::Tensor>& out = call.into ? call.targets : call.results;
+    if (info_.returns_list) {
+      torch::jit::push(*stack, c10::List<at::Tensor>(out));
+      return;
+    }
+    TORCH_CHECK(out.size() >= info_.num_returns, op.schema().name(), ": ", out.size(),
+                " results for ", info_.num_returns, " returns");
+    for (size_t k = 0; k < info_.num_returns; ++k) torch::jit::push(*stack, out[k]);
+  }
+
+ private:
+  int row_;
+  std::once_flag once_;
+  SchemaInfo info_;
+};
+
+std::deque<torch::Library>& libraries() {
+  static std::deque<torch::Library> libs;
+  return libs;
+}
+
+//===--- the CPU fallback ---===//
+
+bool fallback_is_error() {
+  const char* v = std::getenv("TORCHTPU_FALLBACK");
+  return v && std::string(v) == "error";
+}
+
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::string name = c10::toString(op.schema().operator_name());
+  TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error(), "The operator '", name,
+                              "' is not implemented natively for the tpu device, and "
+                              "TORCHTPU_FALLBACK=error forbids running it on the CPU.");
+  tpu_metrics_fallback(name.c_str());
+  static std::mutex lock;
+  static std::set<std::string> warned;
+  {
+    std::lock_guard<std::mutex> g(lock);
+    if (warned.insert(name).second)
+      TORCH_WARN("The operator '", name, "' is not implemented natively for the tpu "
+                 "device; it runs on the CPU, with copies to and from the device. "
+                 "torchtpu.report() lists such fallbacks.");
+  }
+  at::native::cpu_fallback(op, stack);
+}
+
+//===--- storage, views, copies ---===//
+
+at::Tensor empty_memory_format(c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout>, std::optional<at::Device> device,
+                               std::optional<bool>, std::optional<at::MemoryFormat> memory_format) {
+  c10::DeviceIndex idx = device && device->has_index() ? device->index() : current_device();
+  c10::ScalarType t = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  to_tpu(t);  // rejects unsupported dtypes early
+  at::Tensor r = new_tensor(C10_AS_INTARRAYREF_SLOW(size), t, idx);
+  if (memory_format && *memory_format != at::MemoryFormat::Contiguous)
+    r.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
+  return r;
+}
+
+at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                         std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
+                         std::optional<at::Device> device, std::optional<bool>) {
+  c10::DeviceIndex idx = device && device->has_index() ? device->index() : current_device();
+  c10::ScalarType t = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  to_tpu(t);
+  auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+  auto strides = C10_AS_INTARRAYREF_SLOW(stride);
+  size_t nbytes = at::detail::computeStorageNbytes(sizes, strides, c10::elementSize(t));
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, allocate_on(idx, nbytes),
+                       allocator(), true);
+  auto r = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      caffe2::TypeMeta::fromScalarType(t));
+  r.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
+  return r;
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size,
+                      c10::SymIntArrayRef stride, std::optional<c10::SymInt> offset) {
+  std::optional<int64_t> off;
+  if (offset) off = offset->guard_int(__FILE__, __LINE__);
+  return at::native::as_strided_tensorimpl(self, C10_AS_INTARRAYREF_SLOW(size),
+                                           C10_AS_INTARRAYREF_SLOW(stride), off);
+}
+
+at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
+                         c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size),
+                                    C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+// Makes the storage hold at least `nbytes`, keeping its contents.
+void ensure_storage(const at::Tensor& self, size_t nbytes) {
+  const c10::Storage& st = self.storage();
+  if (st.nbytes() >= nbytes) return;
+  check(tpu_slot_resize(slot_of(st), nbytes));
+  st.unsafeGetStorageImpl()->set_nbytes(nbytes);
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
+                          std::optional<at::MemoryFormat> memory_format) {
+  auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(sizes);
+  if (memory_format && *memory_format != at::MemoryFormat::Contiguous)
+    impl->empty_tensor_restride(*memory_format);
+  size_t nbytes = (static_cast<size_t>(self.storage_offset()) +
+                   static_cast<size_t>(c10::multiply_integers(sizes))) * self.element_size();
+  if (self.numel() > 0) ensure_storage(self, nbytes);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, c10::SymInt offset,
+                        c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  auto* impl = self.unsafeGetTensorImpl();
+  TORCH_CHECK(source.device().is_privateuseone(), "set_: expected a tpu storage, got ",
+              source.device());
+  if (!impl->storage().is_alias_of(source)) impl->set_storage_keep_dtype(source);
+  auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+  impl->set_storage_offset(offset.guard_int(__FILE__, __LINE__));
+  if (stride.empty()) impl->set_sizes_contiguous(sizes);
+  else impl->set_sizes_and_strides(sizes, C10_AS_INTARRAYREF_SLOW(stride));
+  if (self.numel() > 0)
+    ensure_storage(self, at::detail::computeStorageNbytes(self.sizes(), self.strides(),
+                                                          self.element_size(),
+                                                          self.storage_offset()));
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.element_size());
+  std::vector<c10::SymInt> size{c10::SymInt(n)};
+  return set_storage(self, std::move(source), 0, size, {});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.is_same(source)) return self;
+  return set_storage(self, source.storage(), source.sym_storage_offset(), source.sym_sizes(),
+                     source.sym_strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage empty(c10::Storage::use_byte_size_t(), 0, allocate_on(self.device().index(), 0),
+                     allocator(), true);
+  std::vector<c10::SymInt> size{c10::SymInt(0)};
+  return set_storage(self, std::move(empty), 0, size, {});
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  if (self.numel() == 0) return dst;
+  if (self.is_privateuseone() && dst.is_privateuseone()) {
+    tpu_view_t s = view_of(self), d = view_of(dst);
+    check(tpu_copy(&d, &s));
+  } else if (dst.is_privateuseone()) {  // host to device
+    at::Tensor src = self.to(dst.scalar_type()).resolve_conj().resolve_neg();
+    src = src.expand(dst.sizes()).contiguous();
+    tpu_view_t d = view_of(dst);
+    check(tpu_copy_from_host(&d, src.data_ptr()));
+  } else {  // device to host
+    at::Tensor tmp = at::empty(self.sizes(), self.options().device(c10::kCPU));
+    tpu_view_t s = view_of(self);
+    check(tpu_copy_to_host(&s, tmp.data_ptr(), tmp.nbytes()));
+    dst.copy_(tmp);
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  at::Tensor tmp = at::empty({}, self.options().device(c10::kCPU));
+  tpu_view_t s = view_of(self);
+  check(tpu_copy_to_host(&s, tmp.data_ptr(), tmp.nbytes()));
+  return tmp.item();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("as_strided", TORCH_FN(as_strided));
+  m.impl("view", TORCH_FN(view));
+  m.impl("_reshape_alias", TORCH_FN(reshape_alias));
+  m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage));
+  m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
+  m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
+  m.impl("set_", TORCH_FN(set_empty));
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+void register_kernel(const std::string& qualified_name, int row) {
+  auto sep = qualified_name.find("::");
+  TORCH_CHECK(sep != std::string::npos, "expected ns::name, got ", qualified_name);
+  std::string ns = qualified_name.substr(0, sep), name = qualified_name.substr(sep + 2);
+  auto& libs = libraries();
+  libs.emplace_back(torch::Library::IMPL, ns, c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  libs.back().impl(name.c_str(),
+                   torch::CppFunction::makeFromBoxedFunctor(std::make_unique<RowKernel>(row)));
+}
+
+void register_fallback() {
+  auto& libs = libraries();
+  libs.emplace_back(torch::Library::IMPL, "_", c10::DispatchKey::PrivateUse1,
+                    __FILE__, __LINE__);
+  libs.back().fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
+}  // namespace torchtpu

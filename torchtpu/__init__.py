@@ -1,0 +1,45 @@
+"""torchtpu: a native PyTorch backend for XLA devices (TPU, GPU, CPU) over PJRT.
+
+``import torchtpu`` (or just ``import torch``, through the ``torch.backends``
+entry point) makes the device ``tpu`` available: ``torch.ones(3, device="tpu")``,
+``model.to("tpu")``, ``torch.tpu.synchronize()``.
+"""
+import os
+import sys
+
+import torch
+
+__version__ = "0.1.0"
+
+
+def _plugin_search_path():
+    # The runtime finds PJRT plugins (the XLA CPU plugin wheel, libtpu, the
+    # JAX CUDA plugin) under Python's import directories.
+    dirs = [p for p in sys.path if p and os.path.isdir(p)]
+    return os.pathsep.join(dict.fromkeys(dirs))
+
+
+os.environ.setdefault("TORCHTPU_PLUGIN_PATH", _plugin_search_path())
+
+from torchtpu import _C  # noqa: E402
+from torchtpu import _device, _ops  # noqa: E402
+from torchtpu._metrics import metrics, report, reset_metrics  # noqa: E402
+from torchtpu._modes import get_mode, mode, set_mode  # noqa: E402
+
+
+def _register():
+    if torch._C._get_privateuse1_backend_name() != "tpu":
+        torch.utils.rename_privateuse1_backend("tpu")
+    torch._register_device_module("tpu", _device)
+    torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+    _ops.register_all()
+
+
+_register()
+
+
+def _autoload():
+    """Entry point of the ``torch.backends`` group: importing is the work."""
+
+
+__all__ = ["metrics", "report", "reset_metrics", "mode", "set_mode", "get_mode"]

@@ -1,0 +1,229 @@
+"""torch.tpu: the device module, shaped like torch.cuda."""
+import contextlib
+import threading
+
+import torch
+
+from torchtpu import _C
+
+_initialized = False
+_init_lock = threading.Lock()
+_queued_seed = None  # manual_seed_all before the runtime started
+
+
+def _lazy_init():
+    global _initialized, _queued_seed
+    if _initialized:
+        return
+    with _init_lock:
+        if _initialized:
+            return
+        _C._init()
+        _initialized = True
+        if _queued_seed is not None:
+            seed, _queued_seed = _queued_seed, None
+            manual_seed_all(seed)
+
+
+init = _lazy_init
+
+
+def is_initialized() -> bool:
+    return _initialized
+
+
+def is_available() -> bool:
+    """Whether a PJRT plugin loads and reports at least one device."""
+    return _C._device_count() > 0
+
+
+def device_count() -> int:
+    return _C._device_count()
+
+
+def _index(device=None) -> int:
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "tpu":
+            raise ValueError(f"expected a tpu device, got {device}")
+        return current_device() if device.index is None else device.index
+    raise TypeError(f"expected a device, got {type(device).__name__}")
+
+
+def current_device() -> int:
+    return _C._current_device()
+
+
+def set_device(device) -> None:
+    _lazy_init()
+    _C._set_device(_index(device))
+
+
+class device:
+    """Context manager that changes the current tpu device."""
+
+    def __init__(self, device):
+        self.idx = _index(device) if device is not None else -1
+        self.prev = -1
+
+    def __enter__(self):
+        if self.idx >= 0:
+            self.prev = current_device()
+            set_device(self.idx)
+
+    def __exit__(self, *exc):
+        if self.prev >= 0:
+            set_device(self.prev)
+        return False
+
+
+def synchronize(device=None) -> None:
+    """Waits for all work on the device (all devices with device=-1) and
+    raises any error a device-side check recorded."""
+    _lazy_init()
+    _C._synchronize(-1 if device == -1 else _index(device))
+
+
+#===--- random numbers ---===#
+
+def _generator(device=None):
+    _lazy_init()
+    return _C._default_generator(_index(device))
+
+
+def manual_seed(seed: int) -> None:
+    _generator().manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    global _queued_seed
+    if not _initialized:
+        _queued_seed = int(seed)
+        return
+    for i in range(device_count()):
+        _C._default_generator(i).manual_seed(int(seed))
+
+
+def seed() -> None:
+    _generator().seed()
+
+
+def seed_all() -> None:
+    for i in range(device_count()):
+        _C._default_generator(i).seed()
+
+
+def initial_seed() -> int:
+    return _generator().initial_seed()
+
+
+def get_rng_state(device="tpu") -> torch.Tensor:
+    return _generator(device).get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device="tpu") -> None:
+    _generator(device).set_state(new_state)
+
+
+def get_rng_state_all():
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states) -> None:
+    for i, s in enumerate(new_states):
+        set_rng_state(s, i)
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+#===--- memory ---===#
+
+def memory_stats(device=None) -> dict:
+    _lazy_init()
+    return _C._memory_stats(_index(device))
+
+
+def memory_allocated(device=None) -> int:
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device=None) -> int:
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+memory_reserved = memory_allocated
+max_memory_reserved = max_memory_allocated
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _lazy_init()
+    _C._reset_peak_memory_stats(_index(device))
+
+
+def empty_cache() -> None:
+    """Device buffers are freed as soon as their tensors are; nothing is cached."""
+
+
+#===--- properties ---===#
+
+class _DeviceProperties:
+    def __init__(self, index, info):
+        self.index = index
+        self.name = f"{info['platform']} ({info['kind']})"
+        self.type = info["kind"]
+        self.platform = info["platform"]
+        self.platform_version = info["platform_version"]
+        self.plugin = info["plugin"]
+        self.pjrt_api = info["pjrt_api"]
+        self.stablehlo = info["stablehlo"]
+        self.total_memory = info["memory_limit"]
+
+    def __repr__(self):
+        return (f"_TpuDeviceProperties(name='{self.name}', platform='{self.platform}', "
+                f"pjrt_api='{self.pjrt_api}', total_memory={self.total_memory})")
+
+
+def get_device_properties(device=None):
+    _lazy_init()
+    i = _index(device)
+    return _DeviceProperties(i, _C._device_info(i))
+
+
+def get_device_name(device=None) -> str:
+    return get_device_properties(device).name
+
+
+def get_amp_supported_dtype():
+    return [torch.bfloat16, torch.float16]
+
+
+#===--- streams and events (one in-order stream per device) ---===#
+
+class Stream(torch.Stream):
+    def __new__(cls, device=None, priority=0, **kwargs):
+        return torch.Stream.__new__(cls, device=torch.device("tpu", _index(device)), priority=priority)
+
+
+class Event(torch.Event):
+    def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
+        return torch.Event.__new__(cls, device="tpu", enable_timing=enable_timing,
+                                   blocking=blocking, interprocess=interprocess)
+
+
+def current_stream(device=None):
+    return torch.Stream(device=torch.device("tpu", _index(device)))
+
+
+default_stream = current_stream
+
+
+@contextlib.contextmanager
+def stream(s):
+    yield s

@@ -1,0 +1,37 @@
+"""Counters of what the backend did: compiles, cache hits, executions, host
+syncs and transfers, CPU fallbacks."""
+from torchtpu import _C
+
+
+def metrics() -> dict:
+    """A snapshot of the counters since start (or the last reset_metrics())."""
+    return _C._metrics()
+
+
+def reset_metrics() -> None:
+    _C._reset_metrics()
+
+
+def report(file=None) -> str:
+    """Prints (and returns) a readable summary of metrics()."""
+    m = metrics()
+    lines = [
+        "torchtpu report",
+        f"  ops recorded     {m['ops']}",
+        f"  executions       {m['executions']}  (flushes {m['flushes']}, graph nodes {m['graph_nodes']})",
+        f"  compiles         {m['compiles']}  ({m['compile_seconds']:.2f} s)",
+        f"  cache            {m['cache_hits']} hits, {m['cache_misses']} misses, {m['disk_hits']} from disk",
+        f"  host syncs       {m['host_syncs']}",
+        f"  host to device   {m['h2d_copies']} copies, {m['h2d_bytes']} bytes",
+        f"  device to host   {m['d2h_copies']} copies, {m['d2h_bytes']} bytes",
+    ]
+    fb = m["fallbacks"]
+    if fb:
+        lines.append(f"  CPU fallbacks    {sum(fb.values())} calls of {len(fb)} operators:")
+        for name, count in sorted(fb.items(), key=lambda kv: -kv[1]):
+            lines.append(f"    {count:8d}  {name}")
+    else:
+        lines.append("  CPU fallbacks    none")
+    text = "\n".join(lines)
+    print(text, file=file)
+    return text
