@@ -47,6 +47,9 @@ int device_count();  // 0 when the runtime cannot start
 void rng_next(const std::optional<at::Generator>& gen, c10::DeviceIndex device,
               uint64_t out[2]);
 
+// Seeds every device's default generator, also those created later.
+void manual_seed_all(uint64_t seed);
+
 // Registers the boxed kernel of op table row `row` for an ATen overload.
 void register_kernel(const std::string& qualified_name, int row);
 void register_fallback();

@@ -245,13 +245,17 @@ struct TpuGenerator final : public c10::GeneratorImpl {
   }
 };
 
+std::mutex gens_lock;
+std::deque<at::Generator> gens;  // deque: references stay valid
+std::optional<uint64_t> seed_for_new;  // manual_seed_all before a generator existed
+
 const at::Generator& default_generator(c10::DeviceIndex d) {
-  static std::mutex lock;
-  static std::deque<at::Generator> gens;  // deque: references stay valid
-  std::lock_guard<std::mutex> guard(lock);
+  std::lock_guard<std::mutex> guard(gens_lock);
   if (d < 0) d = tls_device;
-  while (static_cast<int>(gens.size()) <= d)
+  while (static_cast<int>(gens.size()) <= d) {
     gens.push_back(at::make_generator<TpuGenerator>(static_cast<c10::DeviceIndex>(gens.size())));
+    if (seed_for_new) gens.back().set_current_seed(*seed_for_new);
+  }
   return gens[static_cast<size_t>(d)];
 }
 
@@ -294,6 +298,15 @@ struct RegisterHooks {
 } register_hooks;
 
 }  // namespace
+
+void manual_seed_all(uint64_t seed) {
+  std::lock_guard<std::mutex> guard(gens_lock);
+  seed_for_new = seed;  // generators made later (devices not touched yet)
+  for (auto& g : gens) {
+    std::lock_guard<std::mutex> l(g.mutex());
+    g.set_current_seed(seed);
+  }
+}
 
 void rng_next(const std::optional<at::Generator>& gen, c10::DeviceIndex device,
               uint64_t out[2]) {

@@ -1,35 +1,20 @@
 """torch.tpu: the device module, shaped like torch.cuda."""
 import contextlib
-import threading
 
 import torch
 
 from torchtpu import _C
 
-_initialized = False
-_init_lock = threading.Lock()
-_queued_seed = None  # manual_seed_all before the runtime started
-
-
 def _lazy_init():
-    global _initialized, _queued_seed
-    if _initialized:
-        return
-    with _init_lock:
-        if _initialized:
-            return
-        _C._init()
-        _initialized = True
-        if _queued_seed is not None:
-            seed, _queued_seed = _queued_seed, None
-            manual_seed_all(seed)
+    """Loads the PJRT plugin and creates the client, once."""
+    _C._init()
 
 
 init = _lazy_init
 
 
 def is_initialized() -> bool:
-    return _initialized
+    return _C._is_initialized()
 
 
 def is_available() -> bool:
@@ -101,12 +86,8 @@ def manual_seed(seed: int) -> None:
 
 
 def manual_seed_all(seed: int) -> None:
-    global _queued_seed
-    if not _initialized:
-        _queued_seed = int(seed)
-        return
-    for i in range(device_count()):
-        _C._default_generator(i).manual_seed(int(seed))
+    # Does not start the runtime: torch.manual_seed calls this in every program.
+    _C._manual_seed_all(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
 
 
 def seed() -> None:

@@ -1,0 +1,92 @@
+"""Shared test set-up: two CPU-plugin devices, and helpers that run the same
+code on CPU and on tpu and compare."""
+import os
+
+os.environ.setdefault("TORCHTPU_CPU_DEVICES", "2")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import torchtpu  # noqa: E402
+
+TPU = torch.device("tpu:0")
+
+
+def to_tpu(x, device=TPU):
+    """Moves tensors (also inside lists/tuples/dicts) to the tpu device."""
+    if isinstance(x, torch.Tensor):
+        t = x.detach().to(device)
+        return t.requires_grad_(x.requires_grad) if x.is_leaf else t
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_tpu(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: to_tpu(v, device) for k, v in x.items()}
+    return x
+
+
+def fallbacks():
+    return dict(torchtpu.metrics()["fallbacks"])
+
+
+class NoFallback:
+    """Asserts that the block ran no CPU fallback."""
+
+    def __enter__(self):
+        self.before = fallbacks()
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            new = {k: v - self.before.get(k, 0) for k, v in fallbacks().items()
+                   if v != self.before.get(k, 0)}
+            assert not new, f"CPU fallbacks: {new}"
+        return False
+
+
+def assert_same(expected, actual, atol=None, rtol=None, equal_nan=True):
+    """Compares a CPU result with a tpu result: same types, dtypes, shapes,
+    and values within tolerance (exact for integers and bools)."""
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), f"expected a tensor, got {type(actual)}"
+        assert actual.device.type == "tpu", f"result on {actual.device}"
+        assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != {expected.dtype}"
+        assert actual.shape == expected.shape, f"shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+        torch.testing.assert_close(actual.cpu(), expected, atol=atol, rtol=rtol,
+                                   equal_nan=equal_nan, check_device=False)
+    elif isinstance(expected, (list, tuple)):
+        assert len(expected) == len(actual)
+        for e, a in zip(expected, actual):
+            assert_same(e, a, atol, rtol, equal_nan)
+    else:
+        assert expected == actual, f"{actual!r} != {expected!r}"
+
+
+def check(fn, *inputs, atol=None, rtol=None, fallback_ok=False, **kwargs):
+    """Runs fn on CPU inputs and on tpu copies of them; compares results and
+    asserts that no CPU fallback ran on tpu (unless fallback_ok)."""
+    expected = fn(*inputs, **kwargs)
+    tpu_inputs = [to_tpu(i) for i in inputs]
+    if fallback_ok:
+        actual = fn(*tpu_inputs, **kwargs)
+    else:
+        with NoFallback():
+            actual = fn(*tpu_inputs, **kwargs)
+    assert_same(expected, actual, atol, rtol)
+    return actual
+
+
+def check_error(fn, *inputs, **kwargs):
+    """fn must raise on tpu the same exception type (and message) as on CPU."""
+    with pytest.raises(Exception) as cpu_err:
+        fn(*inputs, **kwargs)
+    with pytest.raises(Exception) as tpu_err:
+        fn(*to_tpu(list(inputs)), **kwargs)
+        torch.tpu.synchronize()
+    assert type(tpu_err.value) is type(cpu_err.value), \
+        f"tpu raised {type(tpu_err.value).__name__}: {tpu_err.value}; CPU raised " \
+        f"{type(cpu_err.value).__name__}: {cpu_err.value}"
+    return tpu_err.value, cpu_err.value
+
+
+@pytest.fixture
+def tpu():
+    return TPU

@@ -1,0 +1,120 @@
+"""Copies between host and device, across devices, and serialization."""
+import io
+
+import pytest
+import torch
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
+          torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool, torch.complex64]
+
+
+def sample(dtype, shape=(3, 5)):
+    if dtype == torch.bool:
+        return torch.rand(shape) > 0.5
+    if dtype.is_complex:
+        return torch.randn(shape, dtype=dtype)
+    if dtype.is_floating_point:
+        return torch.randn(shape).to(dtype)
+    return torch.randint(-100 if dtype != torch.uint8 else 0, 100, shape).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_roundtrip(dtype):
+    x = sample(dtype)
+    t = x.to("tpu")
+    assert t.dtype == dtype and t.shape == x.shape
+    assert torch.equal(t.cpu(), x)
+
+
+def test_roundtrip_float8():
+    x = torch.randn(8).to(torch.float8_e4m3fn)
+    assert torch.equal(x.to("tpu").cpu().view(torch.uint8), x.view(torch.uint8))
+
+
+def test_non_contiguous_host_and_views():
+    x = torch.arange(24.0).reshape(4, 6)
+    assert torch.equal(x.t().to("tpu").cpu(), x.t())
+    t = x.to("tpu")
+    assert torch.equal(t.t().cpu(), x.t())
+    assert torch.equal(t[:, 1::2].cpu(), x[:, 1::2])
+    assert torch.equal(t[1].cpu(), x[1])
+    assert torch.equal(t.t().contiguous().cpu(), x.t().contiguous())
+
+
+def test_copy_into_views():
+    x = torch.zeros(4, 6)
+    t = x.to("tpu")
+    src = torch.arange(4.0)
+    x[:, 2].copy_(src)
+    t[:, 2].copy_(src)  # host -> device view
+    assert torch.equal(t.cpu(), x)
+    t[1:3, :].copy_(t[0:2, :].clone())  # device -> device view
+    x[1:3, :].copy_(x[0:2, :].clone())
+    assert torch.equal(t.cpu(), x)
+    t.t()[0].copy_(torch.ones(4, dtype=torch.int64))  # with a dtype change
+    x.t()[0].copy_(torch.ones(4, dtype=torch.int64))
+    assert torch.equal(t.cpu(), x)
+
+
+def test_dtype_conversion():
+    x = torch.randn(10) * 100
+    for dtype in [torch.int32, torch.int64, torch.float16, torch.bfloat16, torch.bool]:
+        assert torch.equal(x.to("tpu").to(dtype).cpu(), x.to(dtype)), dtype
+
+
+def test_copy_across_devices():
+    x = torch.randn(5, 3)
+    a = x.to("tpu:0")
+    b = a.to("tpu:1")
+    assert b.device == torch.device("tpu:1")
+    assert torch.equal(b.cpu(), x)
+    c = torch.zeros(3, 5, device="tpu:1")
+    c.copy_(a.t())
+    assert torch.equal(c.cpu(), x.t())
+
+
+def test_broadcast_copy():
+    t = torch.zeros(3, 4, device="tpu")
+    t.copy_(torch.arange(4.0))
+    assert torch.equal(t.cpu(), torch.arange(4.0).expand(3, 4))
+    t.copy_(torch.ones(4, device="tpu") * 2)
+    assert torch.equal(t.cpu(), torch.full((3, 4), 2.0))
+
+
+def test_item_tolist_numpy():
+    t = torch.tensor([1.5, 2.5], device="tpu")
+    assert t[1].item() == 2.5
+    assert t.tolist() == [1.5, 2.5]
+    assert (t.cpu().numpy() == [1.5, 2.5]).all()
+    assert "device='tpu:0'" in repr(t)
+
+
+def test_save_load_roundtrip():
+    m = torch.nn.Linear(4, 3)
+    state = {k: v.to("tpu") for k, v in m.state_dict().items()}
+    state["i"] = torch.arange(5, device="tpu")
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    on_cpu = torch.load(buf, map_location="cpu")
+    for k in m.state_dict():
+        assert torch.equal(on_cpu[k], m.state_dict()[k])
+    buf.seek(0)
+    back = torch.load(buf)
+    assert back["weight"].device == torch.device("tpu:0")
+    assert torch.equal(back["weight"].cpu(), m.weight.detach())
+    assert torch.equal(back["i"].cpu(), torch.arange(5))
+    # A CPU checkpoint loads onto tpu bit-exactly.
+    buf = io.BytesIO()
+    torch.save(m.state_dict(), buf)
+    buf.seek(0)
+    loaded = torch.load(buf, map_location="tpu")
+    assert loaded["bias"].is_tpu and torch.equal(loaded["bias"].cpu(), m.bias.detach())
+
+
+def test_untyped_storage_roundtrip():
+    x = torch.arange(6, dtype=torch.float32)
+    s = x.untyped_storage().tpu()
+    assert s.device.type == "tpu" and s.nbytes() == 24
+    back = torch.empty(0, dtype=torch.float32, device="tpu").set_(s)
+    assert torch.equal(back.cpu(), x)

@@ -1,0 +1,115 @@
+"""The device module torch.tpu, torch.accelerator and tensor methods."""
+import pytest
+import torch
+
+import torchtpu
+
+
+def test_available_and_count():
+    assert torch.tpu.is_available()
+    assert torch.tpu.device_count() == 2  # TORCHTPU_CPU_DEVICES=2 (conftest)
+    assert torch.tpu.is_initialized()
+
+
+def test_current_and_set_device():
+    assert torch.tpu.current_device() == 0
+    torch.tpu.set_device(1)
+    try:
+        assert torch.tpu.current_device() == 1
+        assert torch.empty(2, device="tpu").device == torch.device("tpu:1")
+    finally:
+        torch.tpu.set_device(0)
+    with torch.tpu.device(1):
+        assert torch.tpu.current_device() == 1
+        assert torch.ones(1, device="tpu").device.index == 1
+    assert torch.tpu.current_device() == 0
+
+
+def test_device_index_out_of_range():
+    with pytest.raises(RuntimeError, match="Invalid device index"):
+        torch.tpu.set_device(7)
+    with pytest.raises(RuntimeError):
+        torch.ones(2, device="tpu:5")
+    assert torch.ones(1, device="tpu").sum().item() == 1  # still working
+
+
+def test_tensor_methods():
+    x = torch.arange(4.0)
+    t = x.tpu()
+    assert t.is_tpu and not x.is_tpu
+    assert t.device == torch.device("tpu:0")
+    m = torch.nn.Linear(2, 2).tpu()
+    assert all(p.is_tpu for p in m.parameters())
+    assert x.to("tpu:1").device == torch.device("tpu:1")
+
+
+def test_synchronize_and_names():
+    torch.tpu.synchronize()
+    torch.tpu.synchronize(1)
+    props = torch.tpu.get_device_properties(0)
+    assert props.platform == "cpu"
+    assert "cpu" in torch.tpu.get_device_name()
+    assert props.pjrt_api.startswith("0.")
+
+
+def test_accelerator_api():
+    assert torch.accelerator.is_available()
+    assert torch.accelerator.current_accelerator() == torch.device("tpu")
+    assert torch.accelerator.device_count() == 2
+    torch.accelerator.set_device_index(1)
+    assert torch.accelerator.current_device_index() == 1
+    torch.accelerator.set_device_index(0)
+    torch.accelerator.synchronize()
+
+
+def test_streams_and_events():
+    s = torch.tpu.current_stream()
+    assert s.device == torch.device("tpu:0")
+    e = torch.Event(device="tpu")
+    x = torch.ones(100, device="tpu") * 3
+    e.record()
+    e.synchronize()
+    assert e.query()
+    with torch.tpu.stream(torch.tpu.Stream()):
+        y = x + 1
+    assert y.sum().item() == 400
+
+
+def test_memory_stats():
+    torch.tpu.synchronize()
+    before = torch.tpu.memory_allocated()
+    x = torch.ones(1024, 1024, device="tpu")
+    torch.tpu.synchronize()
+    assert torch.tpu.memory_allocated() >= before + 4 * 1024 * 1024
+    assert torch.tpu.max_memory_allocated() >= torch.tpu.memory_allocated()
+    del x
+    assert torch.tpu.memory_allocated() == before
+    torch.tpu.reset_peak_memory_stats()
+    assert torch.tpu.max_memory_allocated() == torch.tpu.memory_allocated()
+    assert torch.accelerator.memory_allocated() == torch.tpu.memory_allocated()
+
+
+def test_rng_state_api():
+    torch.tpu.manual_seed(3)
+    assert torch.tpu.initial_seed() == 3
+    state = torch.tpu.get_rng_state()
+    assert state.dtype == torch.uint8 and state.numel() == 16
+    torch.tpu.set_rng_state(state)
+    g = torch.Generator(device="tpu")
+    g.manual_seed(5)
+    assert g.initial_seed() == 5 and g.device == torch.device("tpu:0")
+
+
+def test_autoload_entry_point():
+    from importlib.metadata import entry_points
+    names = [e.value for e in entry_points(group="torch.backends")]
+    assert "torchtpu:_autoload" in names
+
+
+def test_report_and_metrics():
+    torchtpu.reset_metrics()
+    (torch.ones(3, device="tpu") + 1).cpu()
+    m = torchtpu.metrics()
+    assert m["executions"] >= 1 and m["d2h_copies"] == 1 and m["host_syncs"] >= 1
+    text = torchtpu.report(file=open("/dev/null", "w"))
+    assert "executions" in text and "CPU fallbacks" in text
