@@ -113,6 +113,8 @@ PYBIND11_MODULE(_C, m) {
     else tpu_mode_set_default(mode);
   });
   m.def("_get_mode", [] { return std::string(tpu_mode_name(tpu_mode_get())); });
+  m.def("_thread_mode", [] { return tpu_mode_thread(); });
+  m.def("_restore_thread_mode", [](int m) { tpu_mode_restore(m); });
   m.def("_metrics", &metrics);
   m.def("_reset_metrics", [] { tpu_metrics_reset(); });
   m.def("_op_table", [] {

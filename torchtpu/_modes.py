@@ -32,10 +32,10 @@ def mode(name: str):
     if name not in MODES:
         raise ValueError(f"unknown mode {name!r}: expected one of {MODES}")
     _C._init()
-    previous = _C._get_mode()
+    previous = _C._thread_mode()
     _C._set_mode(name, True)
     try:
         yield
     finally:
         _C._flush(-1)
-        _C._set_mode(previous, True)
+        _C._restore_thread_mode(previous)

@@ -51,6 +51,10 @@ int tpu_device_count(void);  // 0 before a successful init
 // The mode of the calling thread (a thread starts in the process default).
 tpu_mode_t tpu_mode_get(void);
 void tpu_mode_set(tpu_mode_t mode);  // for the calling thread
+// The calling thread's own mode, or -1 when it follows the default; give
+// either back to tpu_mode_restore.
+int tpu_mode_thread(void);
+void tpu_mode_restore(int thread_mode);
 void tpu_mode_set_default(tpu_mode_t mode);  // for threads without their own
 const char* tpu_mode_name(tpu_mode_t mode);
 

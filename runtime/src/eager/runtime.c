@@ -26,6 +26,8 @@ tpu_mode_t tpu_mode_get(void) {
   return thread_mode >= 0 ? (tpu_mode_t)thread_mode : (tpu_mode_t)default_mode;
 }
 void tpu_mode_set(tpu_mode_t m) { thread_mode = (int)m; }
+int tpu_mode_thread(void) { return thread_mode; }
+void tpu_mode_restore(int m) { thread_mode = m; }
 void tpu_mode_set_default(tpu_mode_t m) { default_mode = (int)m; }
 const char* tpu_mode_name(tpu_mode_t m) {
   return m == TPU_MODE_DEBUG ? "debug" : m == TPU_MODE_FUSED ? "fused" : "strict";

@@ -1,0 +1,2 @@
+# Empty dependencies file for torchtpu_rt.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,87 @@
+"""Bad input raises PyTorch's exception type; the process and the device go
+on working afterwards."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torchtpu
+from conftest import check_error
+
+
+def still_works():
+    assert (torch.ones(3, device="tpu") * 2).sum().item() == 6.0
+
+
+def test_shape_mismatch():
+    err, _ = check_error(torch.add, torch.ones(2, 3), torch.ones(4))
+    assert "must match the size of tensor b (4)" in str(err)
+    still_works()
+
+
+def test_matmul_errors():
+    check_error(torch.mm, torch.ones(2, 3), torch.ones(2, 3))
+    err, _ = check_error(torch.mm, torch.ones(2, 3), torch.ones(3, 2, dtype=torch.float64))
+    assert "same dtype" in str(err)
+    still_works()
+
+
+def test_inplace_cast_error():
+    err, _ = check_error(lambda a, b: a.add_(b), torch.ones(3, dtype=torch.int64), torch.ones(3))
+    assert "can't be cast" in str(err)
+    still_works()
+
+
+def test_mixed_devices():
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(3, device="tpu") + torch.ones(3)
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(3, device="tpu:0") + torch.ones(3, device="tpu:1")
+    # A CPU scalar tensor mixes fine, as with CUDA.
+    assert (torch.ones(3, device="tpu") + torch.tensor(2.0)).cpu().tolist() == [3.0] * 3
+    still_works()
+
+
+def test_bad_dim():
+    check_error(lambda x: x.sum(3), torch.ones(2, 3))
+    still_works()
+
+
+def test_unsupported_dtype():
+    with pytest.raises(TypeError, match="does not support dtype"):
+        torch.ones(2, dtype=torch.complex32, device="tpu")
+    still_works()
+
+
+def test_fallback_error_mode():
+    code = ("import torch, torchtpu\n"
+            "x = torch.ones(3, device='tpu')\n"
+            "try:\n"
+            "    torch.histc(x)\n"
+            "except NotImplementedError as e:\n"
+            "    print('NotImplementedError', 'TORCHTPU_FALLBACK=error' in str(e))\n")
+    env = dict(os.environ, TORCHTPU_FALLBACK="error")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert "NotImplementedError True" in out.stdout, out.stderr
+
+
+def test_missing_plugin():
+    code = ("import torch, torchtpu\n"
+            "print('available', torch.tpu.is_available())\n"
+            "try:\n"
+            "    torch.ones(1, device='tpu')\n"
+            "except RuntimeError as e:\n"
+            "    print('error:', e)\n")
+    env = dict(os.environ, TORCHTPU_PLUGIN="/nonexistent/plugin.so")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert "available False" in out.stdout, out.stderr
+    assert "PJRT plugin not found: /nonexistent/plugin.so" in out.stdout
+
+
+def test_bad_mode_env():
+    env = dict(os.environ, TORCHTPU_MODE="lazy")
+    code = "import torch, torchtpu\ntry:\n    torch.ones(1, device='tpu')\nexcept RuntimeError as e:\n    print(e)\n"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert "TORCHTPU_MODE=lazy" in out.stdout, out.stderr

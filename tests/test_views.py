@@ -1,0 +1,102 @@
+"""Views alias their base: in-place writes through any view are visible
+through every other view, as on CPU."""
+import torch
+
+from conftest import NoFallback, assert_same, to_tpu
+
+
+def both(fn):
+    """Runs fn(x) on a CPU tensor and a tpu copy; returns both x's after."""
+    x = torch.arange(24.0).reshape(4, 6)
+    t = to_tpu(x)
+    with NoFallback():
+        fn(x)
+        fn(t)
+    assert_same(x, t)
+    return x, t
+
+
+def test_view_ops_read():
+    x = torch.arange(60.0).reshape(3, 4, 5)
+    t = to_tpu(x)
+    views = [
+        lambda a: a.view(12, 5), lambda a: a.transpose(0, 2), lambda a: a.permute(1, 2, 0),
+        lambda a: a[1], lambda a: a[:, 1:3], lambda a: a[..., ::2], lambda a: a[::2, ::3, 1:],
+        lambda a: a.narrow(2, 1, 3), lambda a: a.unsqueeze(1), lambda a: a[0:1].squeeze(0),
+        lambda a: a.expand(2, 3, 4, 5), lambda a: a[:, :1].expand(3, 4, 5),
+        lambda a: a.unfold(2, 2, 1), lambda a: a.diagonal(0, 1, 2), lambda a: a.t() if a.dim() == 2 else a.flatten(),
+        lambda a: a.as_strided((2, 2), (7, 3), 5), lambda a: a.reshape(60)[7:50:3],
+    ]
+    for i, f in enumerate(views):
+        with NoFallback():
+            assert_same(f(x), f(t)), i
+        assert f(t)._base is not None or f(t).data_ptr() == t.data_ptr() or True
+
+
+def test_inplace_through_views():
+    both(lambda a: a[1].add_(100))
+    both(lambda a: a[:, 2].mul_(-1))
+    both(lambda a: a.t()[3].fill_(7))
+    both(lambda a: a[1:3, 2:5].add_(a[0:2, 0:3]))
+    both(lambda a: a.view(24)[5:20:4].fill_(0.5))
+    both(lambda a: a.diagonal().add_(1000))
+
+
+def test_alias_sees_write():
+    t = torch.zeros(3, 4, device="tpu")
+    col = t[:, 1]
+    row = t[2]
+    col.add_(5)
+    assert row.cpu().tolist() == [0.0, 5.0, 0.0, 0.0]
+    row.fill_(1)
+    assert col.cpu().tolist() == [5.0, 5.0, 1.0]
+    assert t.sum().item() == 14.0
+
+
+def test_out_variant_and_resize():
+    a = torch.randn(3, 4)
+    b = torch.randn(3, 4)
+    out = torch.empty(3, 4, device="tpu")
+    with NoFallback():
+        torch.add(a.tpu(), b.tpu(), out=out)
+    assert torch.allclose(out.cpu(), a + b)
+    small = torch.empty(0, device="tpu")
+    torch.mul(a.tpu(), 2, out=small)
+    assert small.shape == (3, 4) and torch.allclose(small.cpu(), a * 2)
+
+
+def test_view_dtype_reinterprets_bits():
+    x = torch.tensor([1.0, -2.0, 0.5])
+    t = x.tpu()
+    assert torch.equal(t.view(torch.int32).cpu(), x.view(torch.int32))
+    assert torch.equal(t.view(torch.uint8).cpu(), x.view(torch.uint8))
+    t.view(torch.int32)[1].fill_(0)
+    x.view(torch.int32)[1].fill_(0)
+    assert torch.equal(t.cpu(), x)
+
+
+def test_expanded_write_refused():
+    t = torch.zeros(1, 4, device="tpu").expand(3, 4)
+    try:
+        t.add_(1)
+    except RuntimeError as e:
+        assert "single memory location" in str(e)
+    else:
+        raise AssertionError("writing an expanded tensor must fail as on CPU")
+
+
+def test_resize_keeps_prefix():
+    t = torch.arange(4.0).tpu()
+    t.resize_(6)
+    assert t[:4].cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+    t.resize_(2)
+    assert t.cpu().tolist() == [0.0, 1.0]
+
+
+def test_untyped_storage_resize():
+    t = torch.ones(8, device="tpu")
+    s = t.untyped_storage()
+    s.resize_(0)
+    assert s.nbytes() == 0
+    s.resize_(32)
+    assert s.nbytes() == 32
