@@ -1,6 +1,8 @@
 // In-memory LRU of executables keyed by program hash.
 #include "cache/cache.h"
 
+#include "cache/disk.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <threads.h>
@@ -14,6 +16,7 @@ typedef struct entry {
 
 struct tpu_cache {
   tpu_client_t* client;
+  tpu_disk_cache_t* disk;  // NULL when the disk tier is off
   mtx_t lock;
   size_t capacity, count;
   entry_t** table;  // open addressing, linear probing; NULL = empty
@@ -34,6 +37,11 @@ tpu_status_t tpu_cache_create(tpu_client_t* client, size_t capacity,
   if (!c->table) {
     tpu_free(c);
     return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  tpu_status_t s = tpu_disk_cache_open(tpu_client_identity(client), &c->disk);
+  if (s) {  // an unusable directory costs speed, not correctness
+    tpu_log(TPU_LOG_WARN, "compile cache on disk disabled: %s", tpu_status_message(s));
+    tpu_status_free(s);
   }
   mtx_init(&c->lock, mtx_plain);
   tpu_client_retain(client);
@@ -98,6 +106,7 @@ void tpu_cache_destroy(tpu_cache_t* c) {
   if (!c) return;
   tpu_cache_clear(c);
   mtx_destroy(&c->lock);
+  tpu_disk_cache_close(c->disk);
   tpu_free(c->table);
   tpu_client_release(c->client);
   tpu_free(c);
@@ -108,11 +117,31 @@ static bool no_compile_allowed(void) {
   return v && *v && strcmp(v, "0") != 0;
 }
 
+const char* tpu_cache_dir(const tpu_cache_t* c) { return tpu_disk_cache_dir(c->disk); }
+
+static void insert(tpu_cache_t* c, tpu_hash_t key, tpu_executable_t* exe) {
+  size_t k = slot_of(c, key);
+  if (c->table[k]) return;  // another thread got there first
+  entry_t* e = tpu_calloc(1, sizeof *e);
+  if (!e) return;  // not cached; still correct
+  while (c->count >= c->capacity && c->tail) {
+    remove_entry(c, c->tail);
+    ++c->stats.evictions;
+  }
+  k = slot_of(c, key);
+  e->key = key;
+  e->exe = exe;
+  tpu_executable_retain(exe);
+  c->table[k] = e;
+  push_front(c, e);
+  ++c->count;
+}
+
 tpu_status_t tpu_cache_get(tpu_cache_t* c, tpu_hash_t key, int num_replicas,
                            tpu_cache_print_fn print, void* user,
-                           tpu_executable_t** out, bool* out_hit) {
+                           tpu_executable_t** out, tpu_cache_source_t* source) {
   *out = NULL;
-  *out_hit = false;
+  *source = TPU_CACHE_MEMORY;
   mtx_lock(&c->lock);
   ++c->stats.requests;
   size_t k = slot_of(c, key);
@@ -123,54 +152,49 @@ tpu_status_t tpu_cache_get(tpu_cache_t* c, tpu_hash_t key, int num_replicas,
     ++c->stats.hits;
     tpu_executable_retain(e->exe);
     *out = e->exe;
-    *out_hit = true;
     mtx_unlock(&c->lock);
     return TPU_OK;
   }
   ++c->stats.misses;
   mtx_unlock(&c->lock);
 
-  if (no_compile_allowed())
-    return tpu_status_make(TPU_CODE_FAILED_PRECONDITION,
-                           "a compilation was requested while "
-                           "TORCHTPU_ASSERT_NO_COMPILE=1");
-  // Compile outside the lock: compiles of different programs overlap.
+  // Load or compile outside the lock: different programs overlap.
   char* text = NULL;
   size_t size = 0;
   TPU_RETURN_IF_ERROR(print(user, &text, &size));
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  tpu_hash_t disk_key = tpu_hash_bytes(tpu_client_identity(c->client), text, size);
+  disk_key = tpu_hash_u64(disk_key, (uint64_t)num_replicas);
   tpu_executable_t* exe = NULL;
-  tpu_status_t s = tpu_executable_compile(c->client, text, size, num_replicas, &exe);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  if (s) {
-    tpu_log(TPU_LOG_DEBUG, "program that failed to compile:\n%s", text);
-    tpu_free(text);
-    return s;
-  }
-  tpu_log(TPU_LOG_DEBUG, "compiled program:\n%s", text);
-  tpu_free(text);
-
-  mtx_lock(&c->lock);
-  c->stats.compile_seconds += (double)(t1.tv_sec - t0.tv_sec) +
-                              (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-  k = slot_of(c, key);
-  if (!c->table[k]) {  // another thread may have compiled it meanwhile
-    entry_t* e = tpu_calloc(1, sizeof *e);
-    if (e) {
-      while (c->count >= c->capacity && c->tail) {
-        remove_entry(c, c->tail);
-        ++c->stats.evictions;
-      }
-      k = slot_of(c, key);
-      e->key = key;
-      e->exe = exe;
-      tpu_executable_retain(exe);
-      c->table[k] = e;
-      push_front(c, e);
-      ++c->count;
+  tpu_status_t s = TPU_OK;
+  if (c->disk) s = tpu_disk_cache_load(c->disk, c->client, disk_key, num_replicas, &exe);
+  if (!s && exe) {
+    *source = TPU_CACHE_DISK;
+  } else if (!s && no_compile_allowed()) {
+    tpu_log(TPU_LOG_ERROR, "program compiled under TORCHTPU_ASSERT_NO_COMPILE=1:\n%s", text);
+    s = tpu_status_make(TPU_CODE_FAILED_PRECONDITION,
+                        "a compilation was requested while TORCHTPU_ASSERT_NO_COMPILE=1");
+  } else if (!s) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    s = tpu_executable_compile(c->client, text, size, num_replicas, &exe);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    *source = TPU_CACHE_COMPILED;
+    double seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    tpu_log(TPU_LOG_DEBUG, "%s program (%.1f ms):\n%s",
+            s ? "failed to compile" : "compiled", seconds * 1e3, text);
+    if (!s) {
+      mtx_lock(&c->lock);
+      c->stats.compile_seconds += seconds;
+      ++c->stats.compiles;
+      mtx_unlock(&c->lock);
+      if (c->disk) tpu_disk_cache_store(c->disk, disk_key, num_replicas, exe);
     }
   }
+  tpu_free(text);
+  if (s) return s;
+  mtx_lock(&c->lock);
+  if (*source == TPU_CACHE_DISK) ++c->stats.disk_hits;
+  insert(c, key, exe);
   mtx_unlock(&c->lock);
   *out = exe;
   return TPU_OK;
@@ -181,4 +205,11 @@ void tpu_cache_stats(tpu_cache_t* c, tpu_cache_stats_t* out) {
   *out = c->stats;
   out->entries = (int64_t)c->count;
   mtx_unlock(&c->lock);
+}
+
+double tpu_cache_compile_seconds(tpu_cache_t* c) {
+  mtx_lock(&c->lock);
+  double s = c->stats.compile_seconds;
+  mtx_unlock(&c->lock);
+  return s;
 }

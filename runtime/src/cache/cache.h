@@ -1,8 +1,11 @@
-// The compile cache: executables by program key, in memory (LRU).
+// The compile cache: executables by program key, in memory (LRU) and on
+// disk (disk.h).
 //
-// The key is the structural hash of the program (see ir.h), so a hit costs no
-// printing. On a miss the cache asks for the program text and compiles it.
-// With TORCHTPU_ASSERT_NO_COMPILE=1 a miss is an error instead.
+// The memory key is the structural hash of the program (see ir.h), so a hit
+// costs no printing. On a miss the cache asks for the program text; the disk
+// key is the hash of that text, the replica count and the plugin's identity.
+// Only when both tiers miss is the program compiled (and stored on disk).
+// With TORCHTPU_ASSERT_NO_COMPILE=1 a compile is an error instead.
 //
 // Thread safety: all functions may be called from any thread.
 #ifndef TPU_CACHE_CACHE_H_
@@ -17,6 +20,7 @@ typedef tpu_status_t (*tpu_cache_print_fn)(void* user, char** out_text,
 
 typedef struct tpu_cache_stats {
   int64_t requests, hits, misses, entries, evictions;
+  int64_t disk_hits, compiles;
   double compile_seconds;
 } tpu_cache_stats_t;
 
@@ -24,13 +28,21 @@ TPU_MUST_USE tpu_status_t tpu_cache_create(tpu_client_t* client,
                                            size_t capacity,
                                            tpu_cache_t** out_cache);
 void tpu_cache_destroy(tpu_cache_t* cache);
-// The executable for `key` (retained for the caller), compiling on a miss.
+typedef enum tpu_cache_source {
+  TPU_CACHE_MEMORY, TPU_CACHE_DISK, TPU_CACHE_COMPILED
+} tpu_cache_source_t;
+
+// The executable for `key` (retained for the caller), loading or compiling
+// it on a miss; *out_source says which.
 TPU_MUST_USE tpu_status_t tpu_cache_get(tpu_cache_t* cache, tpu_hash_t key,
                                         int num_replicas,
                                         tpu_cache_print_fn print, void* user,
                                         tpu_executable_t** out_exe,
-                                        bool* out_hit);
+                                        tpu_cache_source_t* out_source);
+// The directory of the disk tier, or NULL when it is off.
+const char* tpu_cache_dir(const tpu_cache_t* cache);
 void tpu_cache_stats(tpu_cache_t* cache, tpu_cache_stats_t* out_stats);
+double tpu_cache_compile_seconds(tpu_cache_t* cache);
 void tpu_cache_clear(tpu_cache_t* cache);
 
 #endif  // TPU_CACHE_CACHE_H_

@@ -160,18 +160,18 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     tpu_hash_t key = tpu_graph_program_hash(g, outs, n, 1);
     print_args_t pa = {g, outs, n};
     tpu_executable_t* exe = NULL;
-    bool hit = false;
-    tpu_cache_stats_t before;
-    tpu_cache_stats(rt->cache, &before);
-    s = tpu_cache_get(rt->cache, key, 1, print_program, &pa, &exe, &hit);
-    if (!s && !hit) {
-      tpu_cache_stats_t after;
-      tpu_cache_stats(rt->cache, &after);
+    tpu_cache_source_t source;
+    double before = tpu_cache_compile_seconds(rt->cache);
+    s = tpu_cache_get(rt->cache, key, 1, print_program, &pa, &exe, &source);
+    if (!s && source == TPU_CACHE_COMPILED) {
       tpu_metric_add(TPU_M_COMPILES, 1);
       tpu_metric_add(TPU_M_COMPILE_NS,
-                     (int64_t)((after.compile_seconds - before.compile_seconds) * 1e9));
+                     (int64_t)((tpu_cache_compile_seconds(rt->cache) - before) * 1e9));
     }
-    tpu_metric_add(hit ? TPU_M_CACHE_HITS : TPU_M_CACHE_MISSES, 1);
+    if (!s) {
+      tpu_metric_add(source == TPU_CACHE_MEMORY ? TPU_M_CACHE_HITS : TPU_M_CACHE_MISSES, 1);
+      if (source == TPU_CACHE_DISK) tpu_metric_add(TPU_M_DISK_HITS, 1);
+    }
     if (!s) {
       s = tpu_executable_execute(exe, d->index, d->params, d->num_params, results, n);
       tpu_executable_release(exe);

@@ -1,0 +1,216 @@
+// The on-disk tier of the compile cache: serialized executables under
+// TORCHTPU_CACHE_DIR (default ~/.cache/torchtpu), one file per program.
+//
+// A file is a header {magic, format version, key, plugin identity, payload
+// size, payload hash} followed by the plugin's serialized executable. Files
+// are written to a temporary name and renamed, so processes sharing the
+// directory never see half-written entries. A file whose header or hash does
+// not match is ignored (and recompiled), never trusted. When the directory
+// grows past TORCHTPU_CACHE_MAX_BYTES the least recently used files go.
+#include "cache/disk.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <utime.h>
+
+enum { FORMAT_VERSION = 1 };
+static const char MAGIC[8] = {'T', 'P', 'U', 'X', 'E', 'X', 'E', '\n'};
+
+typedef struct header {
+  char magic[8];
+  uint32_t version, num_replicas;
+  tpu_hash_t key, identity, payload_hash;
+  uint64_t payload_size;
+} header_t;
+
+struct tpu_disk_cache {
+  char* dir;
+  tpu_hash_t identity;
+  int64_t max_bytes;
+};
+
+static tpu_status_t make_dirs(const char* path) {
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char* p = buf + 1; *p; ++p) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(buf, 0755) && errno != EEXIST)
+      return tpu_status_make(TPU_CODE_PERMISSION_DENIED, "cannot create %s: %s", buf,
+                             strerror(errno));
+    *p = '/';
+  }
+  if (mkdir(buf, 0755) && errno != EEXIST)
+    return tpu_status_make(TPU_CODE_PERMISSION_DENIED, "cannot create %s: %s", buf,
+                           strerror(errno));
+  return TPU_OK;
+}
+
+tpu_status_t tpu_disk_cache_open(tpu_hash_t identity, tpu_disk_cache_t** out) {
+  *out = NULL;
+  const char* dir = getenv("TORCHTPU_CACHE_DIR");
+  char def[4096];
+  if (dir && (!strcmp(dir, "off") || !strcmp(dir, "0") || !*dir)) return TPU_OK;
+  if (!dir) {
+    const char* xdg = getenv("XDG_CACHE_HOME");
+    const char* home = getenv("HOME");
+    if (xdg && *xdg) snprintf(def, sizeof def, "%s/torchtpu", xdg);
+    else if (home && *home) snprintf(def, sizeof def, "%s/.cache/torchtpu", home);
+    else return TPU_OK;  // nowhere to keep it
+    dir = def;
+  }
+  TPU_RETURN_IF_ERROR(make_dirs(dir));
+  tpu_disk_cache_t* c = tpu_calloc(1, sizeof *c);
+  if (!c) return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  c->dir = tpu_strdup(dir);
+  c->identity = identity;
+  const char* max = getenv("TORCHTPU_CACHE_MAX_BYTES");
+  c->max_bytes = max && *max ? strtoll(max, NULL, 10) : (int64_t)4 << 30;
+  *out = c;
+  return TPU_OK;
+}
+
+void tpu_disk_cache_close(tpu_disk_cache_t* c) {
+  if (!c) return;
+  tpu_free(c->dir);
+  tpu_free(c);
+}
+
+const char* tpu_disk_cache_dir(const tpu_disk_cache_t* c) { return c ? c->dir : NULL; }
+
+static void entry_path(const tpu_disk_cache_t* c, tpu_hash_t key, char* out, size_t size) {
+  char hex[33];
+  tpu_hash_hex(key, hex);
+  snprintf(out, size, "%s/%s.tpuexe", c->dir, hex);
+}
+
+static tpu_hash_t payload_hash(const char* data, size_t size) {
+  return tpu_hash_bytes((tpu_hash_t){0x7061796c, 0x6f6164}, data, size);
+}
+
+tpu_status_t tpu_disk_cache_load(tpu_disk_cache_t* c, tpu_client_t* client,
+                                 tpu_hash_t key, int num_replicas,
+                                 tpu_executable_t** out) {
+  *out = NULL;
+  char path[4200];
+  entry_path(c, key, path, sizeof path);
+  FILE* f = fopen(path, "rb");
+  if (!f) return TPU_OK;  // a miss
+  header_t h;
+  char* data = NULL;
+  bool ok = fread(&h, sizeof h, 1, f) == 1 && !memcmp(h.magic, MAGIC, sizeof MAGIC) &&
+            h.version == FORMAT_VERSION && tpu_hash_eq(h.key, key) &&
+            tpu_hash_eq(h.identity, c->identity) && h.num_replicas == (uint32_t)num_replicas &&
+            h.payload_size > 0 && h.payload_size < ((uint64_t)1 << 34);
+  if (ok) {
+    data = tpu_malloc((size_t)h.payload_size);
+    ok = data && fread(data, 1, (size_t)h.payload_size, f) == h.payload_size &&
+         tpu_hash_eq(payload_hash(data, (size_t)h.payload_size), h.payload_hash);
+  }
+  fclose(f);
+  tpu_status_t s = TPU_OK;
+  if (ok) {
+    s = tpu_executable_deserialize(client, data, (size_t)h.payload_size, num_replicas, out);
+    if (s) {  // stale or foreign: recompile instead
+      tpu_log(TPU_LOG_INFO, "ignoring cache entry %s: %s", path, tpu_status_message(s));
+      tpu_status_free(s);
+      s = TPU_OK;
+    } else {
+      utime(path, NULL);  // recently used
+    }
+  } else {
+    tpu_log(TPU_LOG_INFO, "ignoring corrupt cache entry %s", path);
+  }
+  tpu_free(data);
+  return s;
+}
+
+typedef struct file_info {
+  char name[64];
+  time_t mtime;
+  int64_t size;
+} file_info_t;
+
+static int by_mtime(const void* a, const void* b) {
+  const file_info_t *x = a, *y = b;
+  return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
+}
+
+// Deletes the least recently used entries until the directory fits.
+static void evict(tpu_disk_cache_t* c) {
+  DIR* d = opendir(c->dir);
+  if (!d) return;
+  file_info_t* files = NULL;
+  int n = 0, cap = 0;
+  int64_t total = 0;
+  struct dirent* e;
+  while ((e = readdir(d))) {
+    size_t len = strlen(e->d_name);
+    if (len < 8 || len >= 64 || strcmp(e->d_name + len - 7, ".tpuexe")) continue;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", c->dir, e->d_name);
+    struct stat st;
+    if (stat(path, &st)) continue;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 64;
+      file_info_t* p = tpu_realloc(files, sizeof *p * (size_t)cap);
+      if (!p) break;
+      files = p;
+    }
+    snprintf(files[n].name, sizeof files[n].name, "%s", e->d_name);
+    files[n].mtime = st.st_mtime;
+    files[n].size = (int64_t)st.st_size;
+    total += files[n++].size;
+  }
+  closedir(d);
+  if (total > c->max_bytes) {
+    qsort(files, (size_t)n, sizeof *files, by_mtime);
+    for (int i = 0; i < n && total > c->max_bytes; ++i) {
+      char path[4200];
+      snprintf(path, sizeof path, "%s/%s", c->dir, files[i].name);
+      if (!unlink(path)) total -= files[i].size;
+    }
+  }
+  tpu_free(files);
+}
+
+void tpu_disk_cache_store(tpu_disk_cache_t* c, tpu_hash_t key, int num_replicas,
+                          tpu_executable_t* exe) {
+  char* data = NULL;
+  size_t size = 0;
+  tpu_status_t s = tpu_executable_serialize(exe, &data, &size);
+  if (s) {  // some plugins cannot serialize: the memory tier still works
+    tpu_log(TPU_LOG_INFO, "not caching an executable on disk: %s", tpu_status_message(s));
+    tpu_status_free(s);
+    return;
+  }
+  header_t h;
+  memset(&h, 0, sizeof h);
+  memcpy(h.magic, MAGIC, sizeof MAGIC);
+  h.version = FORMAT_VERSION;
+  h.num_replicas = (uint32_t)num_replicas;
+  h.key = key;
+  h.identity = c->identity;
+  h.payload_size = size;
+  h.payload_hash = payload_hash(data, size);
+  char path[4200], tmp[4300];
+  entry_path(c, key, path, sizeof path);
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%lx", path, (long)getpid(),
+           (unsigned long)(uintptr_t)&h ^ (unsigned long)time(NULL));
+  FILE* f = fopen(tmp, "wb");
+  bool ok = f && fwrite(&h, sizeof h, 1, f) == 1 && fwrite(data, 1, size, f) == size;
+  if (f) ok = (fclose(f) == 0) && ok;
+  if (ok) ok = rename(tmp, path) == 0;
+  if (!ok) {
+    unlink(tmp);
+    tpu_log(TPU_LOG_INFO, "could not write cache entry %s", path);
+  }
+  tpu_free(data);
+  if (ok) evict(c);
+}
