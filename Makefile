@@ -40,7 +40,7 @@ test-py: build
 test: test-c test-py
 
 demo: build
-	$(PY) examples/hello.py
+	$(PY) examples/train_gpt.py
 
 # The runtime and C tests under AddressSanitizer and UBSan. Leak checking is
 # left to the tests' own allocation counter: the XLA plugin keeps

@@ -10,6 +10,8 @@
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/graph_task.h>
 #include <torch/library.h>
 
 #include <cstdlib>
@@ -316,6 +318,18 @@ SchemaInfo analyze(const c10::FunctionSchema& s) {
   return info;
 }
 
+// Fused mode: the end of a backward pass is a flush point. The first op a
+// backward pass records queues a callback that runs when the pass ends.
+void flush_after_backward() {
+  static thread_local int queued_for = -1;
+  if (tpu_mode_get() != TPU_MODE_FUSED) return;
+  int task = torch::autograd::get_current_graph_task_id();
+  if (task < 0 || task == queued_for) return;
+  queued_for = task;
+  torch::autograd::Engine::get_default_engine().queue_callback(
+      [] { tpu_status_free(tpu_flush(-1)); });  // errors surface at the next sync
+}
+
 class RowKernel final : public c10::OperatorKernel {
  public:
   explicit RowKernel(int row) : row_(row) {}
@@ -358,6 +372,7 @@ class RowKernel final : public c10::OperatorKernel {
       rng_next(gen, a.device, a.args[g].rng);
     }
     call.device = a.device;
+    flush_after_backward();
     check(tpu_op_call(row_, a.device, a.args.data(), static_cast<int>(a.args.size()),
                       call.into ? TPU_WRITE_INTO : TPU_WRITE_NEW, &prepare, &call));
     torch::jit::drop(*stack, n);

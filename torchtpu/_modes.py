@@ -1,11 +1,14 @@
 """Execution modes: debug (synchronous), strict (asynchronous, op by op) and
 fused (ops recorded and compiled together at flush points).
 
-The process default comes from ``TORCHTPU_MODE`` (strict when unset);
-``set_mode`` changes it, ``mode(...)`` changes it for a ``with`` block on the
-current thread.
+The mode is process-wide (autograd runs backward ops on its own threads,
+which must follow the same mode). It starts from ``TORCHTPU_MODE`` (strict
+when unset); ``set_mode`` changes it, ``mode(...)`` changes it for a ``with``
+block.
 """
 import contextlib
+
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from torchtpu import _C
 
@@ -13,29 +16,37 @@ MODES = ("debug", "strict", "fused")
 
 
 def get_mode() -> str:
-    """The mode of the calling thread."""
+    """The current execution mode."""
+    _C._init()
     return _C._get_mode()
 
 
 def set_mode(name: str) -> None:
-    """Sets the process-wide default mode (threads without their own)."""
+    """Sets the execution mode; work recorded so far is launched first."""
     if name not in MODES:
         raise ValueError(f"unknown mode {name!r}: expected one of {MODES}")
     _C._init()
+    _C._flush(-1)
     _C._set_mode(name, False)
 
 
 @contextlib.contextmanager
 def mode(name: str):
-    """Runs the block in `name` mode on this thread; flushes recorded work on
-    exit so that the block's results are launched in the mode it chose."""
-    if name not in MODES:
-        raise ValueError(f"unknown mode {name!r}: expected one of {MODES}")
-    _C._init()
-    previous = _C._thread_mode()
-    _C._set_mode(name, True)
+    """Runs the block in `name` mode, then restores the previous mode. Work
+    recorded in the block is launched when it ends."""
+    previous = get_mode()
+    set_mode(name)
     try:
         yield
     finally:
+        set_mode(previous)
+
+
+def _flush_after_optimizer_step(optimizer, args, kwargs):
+    # Fused mode: an optimizer step is a flush point, so a training loop
+    # replays the same graphs every step.
+    if _C._is_initialized() and _C._get_mode() == "fused":
         _C._flush(-1)
-        _C._restore_thread_mode(previous)
+
+
+register_optimizer_step_post_hook(_flush_after_optimizer_step)
