@@ -9,7 +9,9 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "tpu/engine.h"
 #include "tpu/tpu.h"
@@ -49,6 +51,16 @@ void rng_next(const std::optional<at::Generator>& gen, c10::DeviceIndex device,
 
 // Seeds every device's default generator, also those created later.
 void manual_seed_all(uint64_t seed);
+
+// Where compilations came from (diagnostics.cpp): a Python line, the first
+// op of the compiled graph, how often, and why it compiled again.
+struct CompileSite {
+  std::string frame, op;
+  int compiles;
+  std::map<std::string, int> reasons;
+};
+std::vector<CompileSite> compile_sites();
+void reset_compile_sites();
 
 // Registers the boxed kernel of op table row `row` for an ATen overload.
 void register_kernel(const std::string& qualified_name, int row);

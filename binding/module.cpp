@@ -116,7 +116,20 @@ PYBIND11_MODULE(_C, m) {
   m.def("_thread_mode", [] { return tpu_mode_thread(); });
   m.def("_restore_thread_mode", [](int m) { tpu_mode_restore(m); });
   m.def("_metrics", &metrics);
-  m.def("_reset_metrics", [] { tpu_metrics_reset(); });
+  m.def("_reset_metrics", [] {
+    tpu_metrics_reset();
+    reset_compile_sites();
+  });
+  m.def("_compile_sites", [] {
+    py::list out;
+    for (const auto& s : compile_sites()) {
+      py::dict reasons;
+      for (const auto& [why, n] : s.reasons) reasons[why.c_str()] = n;
+      out.append(py::dict(py::arg("frame") = s.frame, py::arg("op") = s.op,
+                          py::arg("compiles") = s.compiles, py::arg("reasons") = reasons));
+    }
+    return out;
+  });
   m.def("_op_table", [] {
     py::list rows;
     for (int i = 0; i < tpu_op_count(); ++i)

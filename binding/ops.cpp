@@ -26,8 +26,6 @@
 namespace torchtpu {
 namespace {
 
-c10::Device tpu_device(c10::DeviceIndex i) { return {c10::DeviceType::PrivateUse1, i}; }
-
 //===--- converting boxed arguments to runtime arguments ---===//
 
 tpu_scalar_t scalar_of(const c10::Scalar& s, tpu_tier_t tier) {

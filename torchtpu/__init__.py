@@ -23,7 +23,7 @@ os.environ.setdefault("TORCHTPU_PLUGIN_PATH", _plugin_search_path())
 
 from torchtpu import _C  # noqa: E402
 from torchtpu import _device, _ops  # noqa: E402
-from torchtpu._metrics import metrics, report, reset_metrics  # noqa: E402
+from torchtpu._metrics import metrics, recompiles, report, reset_metrics  # noqa: E402
 from torchtpu._modes import get_mode, mode, set_mode  # noqa: E402
 
 
@@ -42,4 +42,4 @@ def _autoload():
     """Entry point of the ``torch.backends`` group: importing is the work."""
 
 
-__all__ = ["metrics", "report", "reset_metrics", "mode", "set_mode", "get_mode"]
+__all__ = ["metrics", "recompiles", "report", "reset_metrics", "mode", "set_mode", "get_mode"]

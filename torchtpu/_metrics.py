@@ -8,6 +8,14 @@ def metrics() -> dict:
     return _C._metrics()
 
 
+def recompiles(min_compiles: int = 2) -> list:
+    """Python lines that compiled more than once, with the reasons: an input
+    shape or dtype changed, a new constant or attribute, or the graph was cut
+    at a different point (fused mode)."""
+    sites = [s for s in _C._compile_sites() if s["compiles"] >= min_compiles]
+    return sorted(sites, key=lambda s: -s["compiles"])
+
+
 def reset_metrics() -> None:
     _C._reset_metrics()
 
@@ -32,6 +40,12 @@ def report(file=None) -> str:
             lines.append(f"    {count:8d}  {name}")
     else:
         lines.append("  CPU fallbacks    none")
+    sites = recompiles(3)
+    if sites:
+        lines.append("  recompiling call sites (3 or more compiles):")
+        for site in sites[:10]:
+            why = ", ".join(f"{n}x {r}" for r, n in site["reasons"].items())
+            lines.append(f"    {site['compiles']:4d}  {site['frame']}  [{site['op']}]  {why}")
     text = "\n".join(lines)
     print(text, file=file)
     return text

@@ -197,6 +197,22 @@ int tpu_op_lookup(const char* name);   // -1 if none
 tpu_dtype_t tpu_promote_types(tpu_dtype_t a, tpu_dtype_t b);
 bool tpu_dtype_can_cast(tpu_dtype_t from, tpu_dtype_t to);
 
+//===--- compile events (recompile diagnostics) ---===//
+
+typedef struct tpu_compile_event {
+  int device;
+  int first_op, num_ops;  // op-table rows recorded into the compiled graph
+  tpu_hash_t ops_hash;    // the sequence of rows
+  tpu_hash_t inputs_hash; // dtypes and shapes of the program's inputs
+  tpu_hash_t program_hash;
+  double seconds;
+} tpu_compile_event_t;
+
+// Called after every compilation (not for cache hits), on the thread that
+// triggered it, with the device lock held: it must not call the engine.
+typedef void (*tpu_compile_hook_fn)(void* user, const tpu_compile_event_t* e);
+void tpu_set_compile_hook(tpu_compile_hook_fn hook, void* user);
+
 //===--- metrics ---===//
 
 typedef struct tpu_metrics {

@@ -90,7 +90,7 @@ tpu_status_t tpu_copy_from_host(const tpu_view_t* dst, const void* data) {
     tpu_dev_write(d, dst, v);
     s = tpu_graph_take_error(d->graph);
     if (s) tpu_dev_rollback(d, &mark);
-    else s = tpu_dev_after_op(d);
+    else s = tpu_dev_after_op(d, -1);
   }
   tpu_dev_unlock(d);
   tpu_buffer_release(b);
@@ -144,7 +144,7 @@ tpu_status_t tpu_copy(const tpu_view_t* dst, const tpu_view_t* src) {
   tpu_status_t s = write_broadcast(dd, dst, v);
   if (!s) s = tpu_graph_take_error(dd->graph);
   if (s) tpu_dev_rollback(dd, &mark);
-  else s = tpu_dev_after_op(dd);
+  else s = tpu_dev_after_op(dd, -1);
   tpu_dev_unlock(dd);
   tpu_buffer_release(moved);
   return s;

@@ -62,6 +62,8 @@ typedef struct tpu_dev {
   tpu_graph_t* graph;
   uint32_t gen;
   int num_ops;  // ops recorded since the last flush
+  int first_op;  // the first op-table row recorded since the last flush
+  tpu_hash_t ops_hash;  // hash of the rows recorded since the last flush
   // Graph parameters: the buffer behind each (retained).
   tpu_buffer_t** params;
   int num_params, params_cap;
@@ -115,7 +117,7 @@ void tpu_dev_rollback(tpu_dev_t* d, const tpu_mark_t* mark);
 // Compiles and runs the graph; slots get their new buffers.
 TPU_MUST_USE tpu_status_t tpu_dev_flush(tpu_dev_t* d);
 // Flushes per the mode after an op (strict/debug: now; fused: at the cap).
-TPU_MUST_USE tpu_status_t tpu_dev_after_op(tpu_dev_t* d);
+TPU_MUST_USE tpu_status_t tpu_dev_after_op(tpu_dev_t* d, int op);
 // Waits for every execution launched on the device so far.
 TPU_MUST_USE tpu_status_t tpu_dev_wait_all(tpu_dev_t* d);
 // Reads the assertion results of executed graphs (waits for them).

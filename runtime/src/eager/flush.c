@@ -44,8 +44,38 @@ static void clear_graph(tpu_dev_t* d) {
   d->num_asserts = 0;
   d->num_undo = 0;
   d->num_ops = 0;
+  d->first_op = -1;
+  d->ops_hash = (tpu_hash_t){0, 0};
   tpu_graph_reset(d->graph);
   ++d->gen;
+}
+
+static tpu_compile_hook_fn compile_hook;
+static void* compile_hook_user;
+
+void tpu_set_compile_hook(tpu_compile_hook_fn hook, void* user) {
+  compile_hook = hook;
+  compile_hook_user = user;
+}
+
+static void report_compile(tpu_dev_t* d, tpu_hash_t program, double seconds) {
+  if (!compile_hook) return;
+  tpu_compile_event_t e;
+  memset(&e, 0, sizeof e);
+  e.device = d->index;
+  e.first_op = d->first_op;
+  e.num_ops = d->num_ops;
+  e.ops_hash = d->ops_hash;
+  tpu_hash_t h = {0x696e, 0x7075};
+  for (int p = 0; p < d->num_params; ++p) {
+    tpu_buffer_t* b = d->params[p];
+    h = tpu_hash_u64(h, (uint64_t)tpu_buffer_dtype(b));
+    h = tpu_hash_bytes(h, tpu_buffer_dims(b), sizeof(int64_t) * (size_t)tpu_buffer_rank(b));
+  }
+  e.inputs_hash = h;
+  e.program_hash = program;
+  e.seconds = seconds;
+  compile_hook(compile_hook_user, &e);
 }
 
 typedef struct print_args {
@@ -164,9 +194,10 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     double before = tpu_cache_compile_seconds(rt->cache);
     s = tpu_cache_get(rt->cache, key, 1, print_program, &pa, &exe, &source);
     if (!s && source == TPU_CACHE_COMPILED) {
+      double seconds = tpu_cache_compile_seconds(rt->cache) - before;
       tpu_metric_add(TPU_M_COMPILES, 1);
-      tpu_metric_add(TPU_M_COMPILE_NS,
-                     (int64_t)((tpu_cache_compile_seconds(rt->cache) - before) * 1e9));
+      tpu_metric_add(TPU_M_COMPILE_NS, (int64_t)(seconds * 1e9));
+      report_compile(d, key, seconds);
     }
     if (!s) {
       tpu_metric_add(source == TPU_CACHE_MEMORY ? TPU_M_CACHE_HITS : TPU_M_CACHE_MISSES, 1);
@@ -229,7 +260,9 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
 
 tpu_status_t tpu_dev_flush(tpu_dev_t* d) { return flush(d, false); }
 
-tpu_status_t tpu_dev_after_op(tpu_dev_t* d) {
+tpu_status_t tpu_dev_after_op(tpu_dev_t* d, int op) {
+  if (d->num_ops == 0) d->first_op = op;
+  d->ops_hash = tpu_hash_u64(d->ops_hash, (uint64_t)(op + 1));
   ++d->num_ops;
   tpu_metric_add(TPU_M_OPS, 1);
   tpu_mode_t mode = tpu_mode_get();

@@ -342,7 +342,7 @@ tpu_status_t tpu_op_call(int op, int device, const tpu_arg_t* args,
   if (s) {
     tpu_dev_rollback(d, &mark);
   } else {
-    s = tpu_dev_after_op(d);
+    s = tpu_dev_after_op(d, op);
   }
   tpu_dev_unlock(d);
   return s;

@@ -187,7 +187,7 @@ tpu_status_t tpu_slot_resize(tpu_slot_t* s, size_t nbytes) {
         tpu_dev_rollback(d, &mark);
         s->nbytes = (size_t)n_old;
       } else {
-        st = tpu_dev_after_op(d);
+        st = tpu_dev_after_op(d, -1);
       }
     } else {
       s->nbytes = nbytes;

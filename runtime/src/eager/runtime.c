@@ -162,6 +162,7 @@ static tpu_status_t init_locked(void) {
     mtx_init(&d->lock, mtx_recursive);
     d->index = i;
     d->gen = 1;
+    d->first_op = -1;
     d->checks_tail = &d->checks;
     s = tpu_graph_create(&d->graph);
   }

@@ -1,0 +1,98 @@
+// Recompile diagnostics: every compilation is attributed to the Python line
+// that caused it and, when the same line compiles again, to a reason.
+#include <Python.h>
+#include <frameobject.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "binding.h"
+
+namespace torchtpu {
+namespace {
+
+struct Site {
+  std::string frame, op;
+  int compiles = 0;
+  std::map<std::string, int> reasons;
+  tpu_hash_t ops{0, 0}, inputs{0, 0};
+};
+
+std::mutex lock;
+std::map<std::string, Site> sites;
+
+bool internal_file(const std::string& f) {
+  return f.find("/torch/") != std::string::npos || f.find("/torchtpu/") != std::string::npos ||
+         f.rfind("<frozen", 0) == 0;
+}
+
+// The innermost frame outside torch and torchtpu: "file:line in function".
+std::string user_frame() {
+  if (!Py_IsInitialized() || !PyGILState_GetThisThreadState())
+    return "(autograd thread)";  // backward ops run on C++ threads
+  PyGILState_STATE st = PyGILState_Ensure();
+  std::string where = "(no Python frame)";
+  PyFrameObject* f = PyEval_GetFrame();
+  Py_XINCREF(f);
+  while (f) {
+    PyCodeObject* code = PyFrame_GetCode(f);
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    std::string fname = file ? file : "?";
+    if (!internal_file(fname)) {
+      const char* func = PyUnicode_AsUTF8(code->co_name);
+      where = fname + ":" + std::to_string(PyFrame_GetLineNumber(f)) + " in " + (func ? func : "?");
+      Py_DECREF(code);
+      Py_DECREF(f);
+      break;
+    }
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(f);
+    Py_DECREF(f);
+    f = back;
+  }
+  PyErr_Clear();
+  PyGILState_Release(st);
+  return where;
+}
+
+void on_compile(void*, const tpu_compile_event_t* e) {
+  std::string frame = user_frame();
+  std::string op = e->first_op >= 0 ? tpu_op_name(e->first_op) : "copy";
+  std::lock_guard<std::mutex> g(lock);
+  Site& s = sites[frame + "|" + op];
+  if (s.compiles == 0) {
+    s.frame = frame;
+    s.op = op;
+  } else if (!tpu_hash_eq(s.ops, e->ops_hash)) {
+    ++s.reasons["graph cut at a different point"];
+  } else if (!tpu_hash_eq(s.inputs, e->inputs_hash)) {
+    ++s.reasons["input shape or dtype changed"];
+  } else {
+    ++s.reasons["a constant or attribute changed (sizes, dims, values)"];
+  }
+  ++s.compiles;
+  s.ops = e->ops_hash;
+  s.inputs = e->inputs_hash;
+}
+
+struct InstallHook {
+  InstallHook() { tpu_set_compile_hook(&on_compile, nullptr); }
+} install_hook;
+
+}  // namespace
+
+std::vector<CompileSite> compile_sites() {
+  std::lock_guard<std::mutex> g(lock);
+  std::vector<CompileSite> out;
+  for (const auto& [key, s] : sites) out.push_back({s.frame, s.op, s.compiles, s.reasons});
+  return out;
+}
+
+void reset_compile_sites() {
+  std::lock_guard<std::mutex> g(lock);
+  sites.clear();
+}
+
+}  // namespace torchtpu

@@ -1,0 +1,65 @@
+"""The compile cache: memory hits, the disk tier across processes, the
+no-compile assertion, recompile diagnostics."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import torchtpu
+
+SCRIPT = textwrap.dedent("""
+    import json, torch, torchtpu
+    x = torch.arange(12.0, device="tpu").reshape(3, 4)
+    y = (x * 3 + 1).sum(1)
+    y.cpu()
+    m = torchtpu.metrics()
+    print(json.dumps({"compiles": m["compiles"], "disk_hits": m["disk_hits"]}))
+""")
+
+
+def run(env):
+    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    import json
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_warm_disk_cache_compiles_nothing(tmp_path):
+    env = dict(os.environ, TORCHTPU_CACHE_DIR=str(tmp_path))
+    cold = run(env)
+    assert cold["compiles"] > 0 and cold["disk_hits"] == 0
+    warm = run(env)
+    assert warm["compiles"] == 0, warm
+    assert warm["disk_hits"] == cold["compiles"]
+    # The no-compile assertion holds with a warm cache ...
+    run(dict(env, TORCHTPU_ASSERT_NO_COMPILE="1"))
+    # ... and fails without one.
+    env_off = dict(env, TORCHTPU_CACHE_DIR=str(tmp_path / "empty"), TORCHTPU_ASSERT_NO_COMPILE="1")
+    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env_off, capture_output=True, text=True)
+    assert out.returncode != 0 and "TORCHTPU_ASSERT_NO_COMPILE" in out.stderr
+
+
+def test_memory_cache_hits():
+    x = torch.randn(5, 5, device="tpu")
+    (x + x).cpu()
+    torchtpu.reset_metrics()
+    for _ in range(3):
+        (x + x).cpu()
+    m = torchtpu.metrics()
+    assert m["compiles"] == 0 and m["cache_hits"] >= 3
+
+
+def test_recompile_diagnostics():
+    torchtpu.reset_metrics()
+    for n in range(2, 7):
+        (torch.ones(n, 3, device="tpu") * 1.5).sum(0).cpu()  # a new shape each time
+    sites = torchtpu.recompiles(3)
+    assert sites, torchtpu.report(file=open(os.devnull, "w"))
+    site = sites[0]
+    assert "test_cache.py" in site["frame"]
+    assert any("shape" in r or "constant" in r for r in site["reasons"])
+    text = torchtpu.report(file=open(os.devnull, "w"))
+    assert "recompiling call sites" in text
