@@ -113,3 +113,16 @@ def test_report_and_metrics():
     assert m["executions"] >= 1 and m["d2h_copies"] == 1 and m["host_syncs"] >= 1
     text = torchtpu.report(file=open("/dev/null", "w"))
     assert "executions" in text and "CPU fallbacks" in text
+
+
+def test_autocast_policy():
+    a = torch.randn(8, 8, device="tpu")
+    with torch.autocast("tpu", dtype=torch.bfloat16):
+        c = a @ a  # lower precision
+        s = c.sum()  # float32
+        cpu = torch.randn(8, 8)
+    assert c.dtype == torch.bfloat16 and s.dtype == torch.float32
+    with torch.amp.autocast("tpu", dtype=torch.float16):
+        assert (a @ a).dtype == torch.float16
+    assert (a @ a).dtype == torch.float32  # outside: untouched
+    assert torch.tpu.get_amp_supported_dtype() == [torch.bfloat16, torch.float16]

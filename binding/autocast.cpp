@@ -1,0 +1,33 @@
+// torch.autocast("tpu"): the same casting policy as CUDA, using the op lists
+// PyTorch publishes for backends to reuse (ATen/autocast_mode.h).
+#include <ATen/autocast_mode.h>
+#include <torch/library.h>
+
+namespace {
+
+using at::IntArrayRef;
+using at::Scalar;
+using at::ScalarType;
+using at::Tensor;
+using namespace at::autocast;
+
+#define TPU_LOWER_PRECISION(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
+#define TPU_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
+#define TPU_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
+#define TPU_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
+#define TPU_DIFFERENT_REDISPATCH(FUNC, NAME, SIG, REDISPATCH_SIG, POLICY) \
+  KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE(FUNC, NAME, SIG, REDISPATCH_SIG, POLICY)
+
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+  AT_FORALL_LOWER_PRECISION_FP(TPU_LOWER_PRECISION)
+  AT_FORALL_FP32(TPU_FP32)
+  AT_FORALL_FP32_SET_OPT_DTYPE(TPU_FP32_SET_OPT_DTYPE)
+  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(TPU_DIFFERENT_REDISPATCH)
+  AT_FORALL_PROMOTE(TPU_PROMOTE)
+}
+
+}  // namespace
