@@ -92,7 +92,7 @@ void test_compile_and_run_add(void) {
     CHECK_OK(tpu_buffer_from_host(c, dev, TPU_F32, dims, 2, a, NULL, &ba));
     CHECK_OK(tpu_buffer_from_host(c, dev, TPU_F32, dims, 2, b, NULL, &bb));
     tpu_buffer_t* args[2] = {ba, bb};
-    CHECK_OK(tpu_executable_execute(e, dev, args, 2, &out, 1));
+    CHECK_OK(tpu_executable_execute(e, dev, args, 2, &out, 1, NULL));
     CHECK(tpu_buffer_device(out) == dev);
     CHECK_OK(tpu_buffer_to_host(out, r, sizeof r));
     for (int i = 0; i < 6; ++i) CHECK(r[i] == a[i] + b[i]);
@@ -128,14 +128,14 @@ void test_execute_errors(void) {
   CHECK_OK(tpu_buffer_from_host(c, 0, TPU_I32, dims, 2, a, NULL, &i));
   CHECK_OK(tpu_buffer_from_host(c, 0, TPU_F32, dims_wrong, 2, a, NULL, &w));
   tpu_buffer_t* one[1] = {f};
-  CHECK_ERROR(tpu_executable_execute(e, 0, one, 1, &out, 1), TPU_CODE_INVALID_ARGUMENT, "takes 2 arguments");
+  CHECK_ERROR(tpu_executable_execute(e, 0, one, 1, &out, 1, NULL), TPU_CODE_INVALID_ARGUMENT, "takes 2 arguments");
   tpu_buffer_t* mixed[2] = {f, i};
-  CHECK_ERROR(tpu_executable_execute(e, 0, mixed, 2, &out, 1), TPU_CODE_INVALID_ARGUMENT, "dtype I32");
+  CHECK_ERROR(tpu_executable_execute(e, 0, mixed, 2, &out, 1, NULL), TPU_CODE_INVALID_ARGUMENT, "dtype I32");
   tpu_buffer_t* shaped[2] = {f, w};
-  CHECK_ERROR(tpu_executable_execute(e, 0, shaped, 2, &out, 1), TPU_CODE_INVALID_ARGUMENT, "argument 1");
+  CHECK_ERROR(tpu_executable_execute(e, 0, shaped, 2, &out, 1, NULL), TPU_CODE_INVALID_ARGUMENT, "argument 1");
   CHECK(out == NULL);
   tpu_buffer_t* ok[2] = {f, f};
-  CHECK_OK(tpu_executable_execute(e, 0, ok, 2, &out, 1));  // still usable
+  CHECK_OK(tpu_executable_execute(e, 0, ok, 2, &out, 1, NULL));  // still usable
   tpu_buffer_release(out);
   tpu_buffer_release(f);
   tpu_buffer_release(i);

@@ -23,6 +23,7 @@ extern "C" {
 typedef struct tpu_client tpu_client_t;
 typedef struct tpu_buffer tpu_buffer_t;
 typedef struct tpu_executable tpu_executable_t;
+typedef struct tpu_event tpu_event_t;
 
 //===--- client ---===//
 
@@ -108,10 +109,11 @@ TPU_MUST_USE tpu_status_t tpu_executable_compile(tpu_client_t* client,
                                                  tpu_executable_t** out_exe);
 // Runs on `device` (single-replica executables). Outputs are new buffers
 // owned by the caller, possibly still being computed. Checks argument count,
-// dtypes and shapes before launching.
+// dtypes and shapes before launching. When out_done is not NULL it receives
+// an event that completes with the execution (owned by the caller).
 TPU_MUST_USE tpu_status_t tpu_executable_execute(
     tpu_executable_t* exe, int device, tpu_buffer_t* const* args, int num_args,
-    tpu_buffer_t** out_buffers, int num_outputs);
+    tpu_buffer_t** out_buffers, int num_outputs, tpu_event_t** out_done);
 // Runs a multi-replica executable once on every replica's device:
 // args[r * num_args + i], outs[r * num_outputs + o].
 TPU_MUST_USE tpu_status_t tpu_executable_execute_replicated(
@@ -127,6 +129,13 @@ TPU_MUST_USE tpu_status_t tpu_executable_deserialize(
     tpu_client_t* client, const char* bytes, size_t size, int num_replicas,
     tpu_executable_t** out_exe);
 void tpu_executable_retain(tpu_executable_t* exe);
+
+//===--- events ---===//
+
+// Waits for the event; returns the error of the work it tracks.
+TPU_MUST_USE tpu_status_t tpu_event_await(tpu_event_t* event);
+bool tpu_event_is_ready(tpu_event_t* event);
+void tpu_event_destroy(tpu_event_t* event);
 void tpu_executable_release(tpu_executable_t* exe);
 
 #ifdef __cplusplus

@@ -205,11 +205,12 @@ typedef struct tpu_compile_event {
   tpu_hash_t ops_hash;    // the sequence of rows
   tpu_hash_t inputs_hash; // dtypes and shapes of the program's inputs
   tpu_hash_t program_hash;
-  double seconds;
+  bool from_disk;  // loaded from the disk cache rather than compiled
 } tpu_compile_event_t;
 
-// Called after every compilation (not for cache hits), on the thread that
-// triggered it, with the device lock held: it must not call the engine.
+// Called for every program new to this process (compiled, or loaded from
+// the disk cache), on the thread that needed it, with the device lock held:
+// it must not call the engine.
 typedef void (*tpu_compile_hook_fn)(void* user, const tpu_compile_event_t* e);
 void tpu_set_compile_hook(tpu_compile_hook_fn hook, void* user);
 

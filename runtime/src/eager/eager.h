@@ -75,7 +75,7 @@ typedef struct tpu_dev {
   tpu_undo_t* undo;  // rewrites of slots by the op being recorded
   int num_undo, undo_cap;
   uint32_t param_epoch;  // bumped when a rollback drops parameters
-  tpu_buffer_t** inflight;  // results of recent executions, for synchronize
+  tpu_event_t** inflight;  // completions of recent executions (synchronize)
   int num_inflight, inflight_cap;
   tpu_pending_check_t* checks;  // oldest first
   tpu_pending_check_t** checks_tail;

@@ -58,7 +58,7 @@ void tpu_set_compile_hook(tpu_compile_hook_fn hook, void* user) {
   compile_hook_user = user;
 }
 
-static void report_compile(tpu_dev_t* d, tpu_hash_t program, double seconds) {
+static void report_new_program(tpu_dev_t* d, tpu_hash_t program, bool from_disk) {
   if (!compile_hook) return;
   tpu_compile_event_t e;
   memset(&e, 0, sizeof e);
@@ -74,7 +74,7 @@ static void report_compile(tpu_dev_t* d, tpu_hash_t program, double seconds) {
   }
   e.inputs_hash = h;
   e.program_hash = program;
-  e.seconds = seconds;
+  e.from_disk = from_disk;
   compile_hook(compile_hook_user, &e);
 }
 
@@ -91,37 +91,52 @@ static tpu_status_t print_program(void* user, char** text, size_t* size) {
 
 enum { STACK_OUTS = 64 };
 
-enum { MAX_INFLIGHT = 4096 };
+// A parameter's buffer can be donated when nothing holds it after the
+// execution: only the parameter list (once: a buffer passed twice cannot be
+// donated) and slots that this execution overwrites (their old value dies).
+static bool donatable(tpu_dev_t* d, tpu_buffer_t* b, tpu_slot_t* const* out_slots,
+                      int num_out) {
+  int uses = 0, dying = 0;
+  for (int p = 0; p < d->num_params; ++p) uses += d->params[p] == b;
+  for (int o = 0; o < num_out; ++o) dying += out_slots[o]->buffer == b;
+  return uses == 1 && tpu_buffer_refs(b) == uses + dying;
+}
 
-// Remembers a result so that synchronize can wait for it.
-static void track(tpu_dev_t* d, tpu_buffer_t* b) {
-  if (d->num_inflight == MAX_INFLIGHT) {  // the oldest are surely done
-    for (int i = 0; i < MAX_INFLIGHT / 2; ++i) {
-      tpu_status_ignore(tpu_buffer_await(d->inflight[i]));
-      tpu_buffer_release(d->inflight[i]);
+// Remembers an execution so that synchronize can wait for it. Executions
+// finish mostly in order, so finished ones are dropped from the front.
+static void track(tpu_dev_t* d, tpu_event_t* done) {
+  enum { PRUNE_AT = 32, MAX_INFLIGHT = 1024 };
+  if (d->num_inflight >= PRUNE_AT) {
+    int first = 0;
+    while (first < d->num_inflight &&
+           (d->num_inflight - first > MAX_INFLIGHT || tpu_event_is_ready(d->inflight[first]))) {
+      tpu_status_ignore(tpu_event_await(d->inflight[first]));
+      tpu_event_destroy(d->inflight[first++]);
     }
-    memmove(d->inflight, d->inflight + MAX_INFLIGHT / 2,
-            sizeof *d->inflight * (MAX_INFLIGHT / 2));
-    d->num_inflight -= MAX_INFLIGHT / 2;
+    memmove(d->inflight, d->inflight + first, sizeof *d->inflight * (size_t)(d->num_inflight - first));
+    d->num_inflight -= first;
   }
   if (d->num_inflight == d->inflight_cap) {
     int cap = d->inflight_cap ? d->inflight_cap * 2 : 64;
-    tpu_buffer_t** p = tpu_realloc(d->inflight, sizeof *p * (size_t)cap);
-    if (!p) return;  // synchronize then waits a little less; never wrong
+    tpu_event_t** p = tpu_realloc(d->inflight, sizeof *p * (size_t)cap);
+    if (!p) {  // wait now instead of later: never wrong
+      tpu_status_ignore(tpu_event_await(done));
+      tpu_event_destroy(done);
+      return;
+    }
     d->inflight = p;
     d->inflight_cap = cap;
   }
-  tpu_buffer_retain(b);
-  d->inflight[d->num_inflight++] = b;
+  d->inflight[d->num_inflight++] = done;
 }
 
 tpu_status_t tpu_dev_wait_all(tpu_dev_t* d) {
   tpu_status_t first = TPU_OK;
   for (int i = 0; i < d->num_inflight; ++i) {
-    tpu_status_t s = tpu_buffer_await(d->inflight[i]);
+    tpu_status_t s = tpu_event_await(d->inflight[i]);
     if (s && !first) first = s;
     else tpu_status_free(s);
-    tpu_buffer_release(d->inflight[i]);
+    tpu_event_destroy(d->inflight[i]);
   }
   d->num_inflight = 0;
   return first;
@@ -164,6 +179,7 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     outs[n++] = (tpu_program_output_t){v, -1};
   }
   int num_values = n;
+  tpu_event_t* done = NULL;
   if (!s && d->num_asserts) {  // first failing assertion's number, or 0
     tpu_val_t code = tpu_ir_const_i(g, TPU_I32, 0, NULL, 0);
     for (int k = d->num_asserts - 1; k >= 0; --k)
@@ -179,7 +195,7 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     for (int o = 0; donor_used && o < num_values; ++o) {
       const tpu_type_t* ot = tpu_ir_type(g, outs[o].value);
       for (int p = 0; p < d->num_params; ++p) {
-        if (donor_used[p] || tpu_buffer_refs(d->params[p]) != 1) continue;
+        if (donor_used[p] || !donatable(d, d->params[p], out_slots, num_values)) continue;
         if (!tpu_type_eq(ot, tpu_ir_type(g, tpu_graph_param(g, p)))) continue;
         outs[o].donor_param = p;
         donor_used[p] = true;
@@ -194,17 +210,18 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     double before = tpu_cache_compile_seconds(rt->cache);
     s = tpu_cache_get(rt->cache, key, 1, print_program, &pa, &exe, &source);
     if (!s && source == TPU_CACHE_COMPILED) {
-      double seconds = tpu_cache_compile_seconds(rt->cache) - before;
       tpu_metric_add(TPU_M_COMPILES, 1);
-      tpu_metric_add(TPU_M_COMPILE_NS, (int64_t)(seconds * 1e9));
-      report_compile(d, key, seconds);
+      tpu_metric_add(TPU_M_COMPILE_NS,
+                     (int64_t)((tpu_cache_compile_seconds(rt->cache) - before) * 1e9));
     }
+    if (!s && source != TPU_CACHE_MEMORY) report_new_program(d, key, source == TPU_CACHE_DISK);
     if (!s) {
       tpu_metric_add(source == TPU_CACHE_MEMORY ? TPU_M_CACHE_HITS : TPU_M_CACHE_MISSES, 1);
       if (source == TPU_CACHE_DISK) tpu_metric_add(TPU_M_DISK_HITS, 1);
     }
     if (!s) {
-      s = tpu_executable_execute(exe, d->index, d->params, d->num_params, results, n);
+      s = tpu_executable_execute(exe, d->index, d->params, d->num_params, results, n,
+                                 wait ? NULL : &done);
       tpu_executable_release(exe);
       tpu_metric_add(TPU_M_EXECUTIONS, 1);
     }
@@ -212,7 +229,6 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
   if (!s) {
     for (int o = 0; o < num_values; ++o) {
       tpu_dev_set_buffer(d, out_slots[o], results[o]);
-      if (!wait) track(d, results[o]);
     }
     if (d->num_asserts) {
       tpu_pending_check_t* c = tpu_calloc(1, sizeof *c);
@@ -240,6 +256,8 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
         d->checks_tail = &c->next;
       }
     }
+    if (done) track(d, done);
+    done = NULL;
     tpu_metric_add(TPU_M_FLUSHES, 1);
     tpu_metric_add(TPU_M_GRAPH_NODES, tpu_graph_node_count(g));
   } else {
@@ -250,6 +268,7 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     if (wait && !s && results[o]) s = tpu_buffer_await(results[o]);
     tpu_buffer_release(results ? results[o] : NULL);
   }
+  tpu_event_destroy(done);
   tpu_free(donor_used);
   if (outs != small_outs) tpu_free(outs);
   if (out_slots != small_slots) tpu_free(out_slots);

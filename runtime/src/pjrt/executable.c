@@ -249,10 +249,37 @@ static tpu_status_t check_args(const tpu_executable_t* e, int device,
 
 enum { STACK_ARGS = 64 };
 
+// A PJRT event together with the API that destroys it.
+struct tpu_event {
+  const PJRT_Api* api;
+  PJRT_Event* handle;
+};
+
+tpu_status_t tpu_event_await(tpu_event_t* e) {
+  PJRT_ARGS(Event_Await, a);
+  a.event = e->handle;
+  return PJRT_CALL(e->api, Event_Await, a);
+}
+
+bool tpu_event_is_ready(tpu_event_t* e) {
+  PJRT_ARGS(Event_IsReady, a);
+  a.event = e->handle;
+  tpu_status_t s = PJRT_CALL(e->api, Event_IsReady, a);
+  bool ready = s ? true : a.is_ready;
+  tpu_status_free(s);
+  return ready;
+}
+
+void tpu_event_destroy(tpu_event_t* e) {
+  if (!e) return;
+  tpu_pjrt_event_destroy(e->api, e->handle);
+  tpu_free(e);
+}
+
 static tpu_status_t execute(tpu_executable_t* e, PJRT_Device* device,
                             int num_devices, tpu_buffer_t* const* args,
                             int num_args, tpu_buffer_t** outs, int num_outputs,
-                            const int* devices) {
+                            const int* devices, tpu_event_t** out_done) {
   const PJRT_Api* api = e->client->api;
   int total_in = num_devices * num_args, total_out = num_devices * num_outputs;
   PJRT_Buffer* in_small[STACK_ARGS];
@@ -282,7 +309,14 @@ static tpu_status_t execute(tpu_executable_t* e, PJRT_Device* device,
     a.num_args = (size_t)num_args;
     a.output_lists = out_lists;
     a.execute_device = device;
+    PJRT_Event* done[16] = {0};
+    if (out_done && num_devices == 1) a.device_complete_events = done;
     s = PJRT_CALL(api, LoadedExecutable_Execute, a);
+    if (!s && done[0]) {
+      *out_done = tpu_malloc(sizeof **out_done);
+      if (*out_done) **out_done = (tpu_event_t){api, done[0]};
+      else tpu_pjrt_event_destroy(api, done[0]);  // nothing to wait on: fine
+    }
   }
   for (int d = 0; !s && d < num_devices; ++d)
     for (int o = 0; o < num_outputs; ++o) {
@@ -310,8 +344,10 @@ static tpu_status_t execute(tpu_executable_t* e, PJRT_Device* device,
 
 tpu_status_t tpu_executable_execute(tpu_executable_t* e, int device,
                                     tpu_buffer_t* const* args, int num_args,
-                                    tpu_buffer_t** outs, int num_outputs) {
+                                    tpu_buffer_t** outs, int num_outputs,
+                                    tpu_event_t** out_done) {
   memset(outs, 0, sizeof *outs * (size_t)num_outputs);
+  if (out_done) *out_done = NULL;
   if (e->num_replicas != 1)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "executable has %d replicas; use "
@@ -325,7 +361,7 @@ tpu_status_t tpu_executable_execute(tpu_executable_t* e, int device,
                            e->num_outputs, num_outputs);
   TPU_RETURN_IF_ERROR(check_args(e, device, args, num_args));
   return execute(e, e->client->devices[device].handle, 1, args, num_args, outs,
-                 num_outputs, &device);
+                 num_outputs, &device, out_done);
 }
 
 tpu_status_t tpu_executable_execute_replicated(tpu_executable_t* e,
@@ -344,7 +380,7 @@ tpu_status_t tpu_executable_execute_replicated(tpu_executable_t* e,
     devices[d] = d;
     TPU_RETURN_IF_ERROR(check_args(e, d, args + d * num_args, num_args));
   }
-  return execute(e, NULL, r, args, num_args, outs, num_outputs, devices);
+  return execute(e, NULL, r, args, num_args, outs, num_outputs, devices, NULL);
 }
 
 int tpu_executable_num_outputs(const tpu_executable_t* e) { return e->num_outputs; }
