@@ -243,3 +243,47 @@ def test_grad_scaler_with_clipping():
                                inf_at=(2,), clip=clip)
     assert tpu_scales == cpu_scales
     assert_params_close(cpu, tpu)
+
+
+# The other optimizers' foreach paths (capturable ones keep their step
+# counters on the device and compute the bias corrections there); their own
+# non-foreach ops may still fall back.
+OTHERS = {
+    "adagrad": (lambda p, **kw: O.Adagrad(p, lr=0.05, **kw), set()),
+    "adadelta": (lambda p, **kw: O.Adadelta(p, **kw), set()),
+    "adamax": (lambda p, **kw: O.Adamax(p, lr=0.01, **kw), set()),
+    "nadam": (lambda p, **kw: O.NAdam(p, lr=0.01, **kw), set()),
+    "radam": (lambda p, **kw: O.RAdam(p, lr=0.01, **kw), set()),
+    "rmsprop": (lambda p, **kw: O.RMSprop(p, lr=0.01, momentum=0.5, centered=True, **kw), set()),
+    "rprop": (lambda p, **kw: O.Rprop(p, lr=0.01, **kw),
+              {"aten::_index_put_impl_", "aten::clamp.out", "aten::sign.out"}),
+    "asgd": (lambda p, **kw: O.ASGD(p, lr=0.01, **kw), {"aten::pow.Tensor_Scalar_out", "aten::reciprocal.out"}),
+    "adam_capturable": (lambda p, **kw: O.Adam(p, lr=0.01, **kw), set()),
+    "adamw_amsgrad_capturable": (lambda p, **kw: O.AdamW(p, lr=0.01, amsgrad=True, **kw), set()),
+    "nadam_capturable": (lambda p, **kw: O.NAdam(p, lr=0.01, **kw), set()),
+    "radam_capturable": (lambda p, **kw: O.RAdam(p, lr=0.01, **kw), set()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OTHERS))
+def test_other_foreach_optimizers(name):
+    make, ok = OTHERS[name]
+    tpu_kw = {"capturable": True} if name.endswith("capturable") else {}  # CPU has no capturable
+    cpu, _, _ = train("cpu", lambda p: make(p, foreach=True), mlp(), steps=3)
+    tpu, _, records = train("tpu", lambda p: make(p, foreach=True, **tpu_kw), mlp(), steps=3)
+    assert_params_close(cpu, tpu)
+    assert_no_fallback(records, first_step_ok=STATE_INIT_FALLBACKS, ok=ok)
+
+
+def test_zero_grad_keeps_tensors():
+    m = mlp().to("tpu")
+    opt = O.SGD(m.parameters(), lr=0.1, foreach=True)  # zero_grad uses foreach then
+    (m(X.to("tpu")) ** 2).mean().backward()
+    grads = [p.grad for p in m.parameters()]
+    torch.tpu.synchronize()
+    with Step() as rec:
+        opt.zero_grad(set_to_none=False)  # _foreach_zero_
+        torch.tpu.synchronize()
+    assert not rec.fallbacks and rec.executions == 1
+    for p, g in zip(m.parameters(), grads):
+        assert p.grad is g and not p.grad.cpu().any()
