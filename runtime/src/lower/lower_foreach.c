@@ -258,7 +258,7 @@ static tpu_status_t lerp_elem(tpu_lower_ctx_t* e) {
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "expected dtype %s for `weight` but got dtype %s", cpp_name(t),
                            cpp_name(tpu_arg_value_dtype(e, 2)));
-  if (!tpu_dtype_is_float(t) && !tpu_dtype_is_complex(t))
+  if (!tpu_dtype_is_float(t))  // (complex lerp is not supported on tpu)
     return not_implemented(weight_tensor ? "lerp_kernel_tensor" : "lerp_kernel_scalar", t);
   int all[3] = {0, 1, 2};
   tpu_val_t v[3];
