@@ -58,6 +58,7 @@ struct Args {
   std::deque<std::vector<int64_t>> int_lists;
   std::deque<std::vector<double>> float_lists;
   std::deque<std::unique_ptr<bool[]>> bool_lists;
+  std::deque<std::vector<tpu_scalar_t>> scalar_lists;
   std::deque<std::string> strings;
   std::vector<size_t> generators;  // indices of RNG args to fill in
   c10::DeviceIndex device = -1;    // of the first tpu tensor or Device arg
@@ -110,7 +111,32 @@ tpu_arg_t convert(Args& a, const c10::Argument& arg, const c10::IValue& v) {
     return r;
   }
   if (v.isNone()) return r;
-  if (v.isTensor()) return tensor_arg(a, v.toTensor());
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    // The foreach ops' packed scalars (one number per list element) are a
+    // 1-D CPU tensor, read on the host as PyTorch does.
+    if (arg.name() == "scalars" && t.defined() && t.is_cpu() && t.dim() == 1) {
+      at::Tensor c = t.contiguous();
+      a.scalar_lists.emplace_back();
+      for (int64_t i = 0; i < c.numel(); ++i)
+        a.scalar_lists.back().push_back(scalar_of(c[i].item(), TPU_TIER_WRAPPED));
+      r.kind = TPU_ARG_SCALARS;
+      r.scalars = a.scalar_lists.back().data();
+      r.count = static_cast<int32_t>(c.numel());
+      return r;
+    }
+    return tensor_arg(a, t);
+  }
+  if (auto list = type->cast<c10::ListType>();
+      list && list->getElementType()->kind() == c10::TypeKind::NumberType) {
+    a.scalar_lists.emplace_back();  // Scalar[]: each number keeps its type
+    for (const auto& e : v.toListRef())
+      a.scalar_lists.back().push_back(scalar_of(e.toScalar(), TPU_TIER_WRAPPED));
+    r.kind = TPU_ARG_SCALARS;
+    r.scalars = a.scalar_lists.back().data();
+    r.count = static_cast<int32_t>(a.scalar_lists.back().size());
+    return r;
+  }
   if (v.isTensorList()) {
     auto list = v.toTensorList();
     a.view_lists.emplace_back();

@@ -118,6 +118,7 @@ typedef enum tpu_arg_kind {
   TPU_ARG_STRING,
   TPU_ARG_DTYPE,
   TPU_ARG_RNG,      // a generator's (seed, counter) for this call
+  TPU_ARG_SCALARS,  // a list of numbers (Scalar[]), each with its own dtype
 } tpu_arg_kind_t;
 
 // How a number takes part in type promotion (PyTorch's three tiers).
@@ -141,7 +142,7 @@ typedef struct tpu_scalar {
 
 typedef struct tpu_arg {
   tpu_arg_kind_t kind;
-  int32_t count;  // TENSORS, INTS, FLOATS, BOOLS
+  int32_t count;  // TENSORS, INTS, FLOATS, BOOLS, SCALARS
   union {
     const tpu_view_t* tensor;
     const tpu_view_t* const* tensors;
@@ -154,6 +155,7 @@ typedef struct tpu_arg {
     const int64_t* ints;
     const double* floats;
     const bool* bools;
+    const tpu_scalar_t* scalars;
     uint64_t rng[2];
   };
 } tpu_arg_t;

@@ -229,7 +229,8 @@ void tpu_lower_out(tpu_lower_ctx_t* cx, int k, tpu_val_t v) {
 int tpu_arg_count(const tpu_lower_ctx_t* cx, int i) {
   const tpu_arg_t* a = tpu_arg(cx, i);
   return a->kind == TPU_ARG_TENSORS || a->kind == TPU_ARG_INTS ||
-                 a->kind == TPU_ARG_FLOATS || a->kind == TPU_ARG_BOOLS
+                 a->kind == TPU_ARG_FLOATS || a->kind == TPU_ARG_BOOLS ||
+                 a->kind == TPU_ARG_SCALARS
              ? a->count
              : 0;
 }

@@ -84,3 +84,8 @@ tpu_status_t tpu_lower_broadcast_inputs(tpu_lower_ctx_t* cx, const int* args,
                  : TPU_VAL_NONE;
   return TPU_OK;
 }
+
+const tpu_scalar_t* tpu_arg_scalar_at(const tpu_lower_ctx_t* cx, int i, int j) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  return a->kind == TPU_ARG_SCALARS && j >= 0 && j < a->count ? &a->scalars[j] : NULL;
+}

@@ -137,6 +137,8 @@ void tpu_lower_out(tpu_lower_ctx_t* cx, int k, tpu_val_t v);
 tpu_val_t tpu_lower_tensor_at(tpu_lower_ctx_t* cx, int i, int j);
 int tpu_arg_count(const tpu_lower_ctx_t* cx, int i);
 const tpu_view_t* tpu_arg_tensor_at(const tpu_lower_ctx_t* cx, int i, int j);
+// Element j of SCALARS argument i (Scalar[]), or NULL.
+const tpu_scalar_t* tpu_arg_scalar_at(const tpu_lower_ctx_t* cx, int i, int j);
 
 #define TPU_LOWER_ERROR(code, ...) tpu_status_make((code), __VA_ARGS__)
 

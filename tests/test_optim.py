@@ -1,0 +1,289 @@
+"""PyTorch's optimizers, gradient clipping and AMP grad scaling on tpu, against
+the same training on CPU.
+
+The model's forward and backward may still use CPU fallbacks of other op
+families; the optimizer step itself (foreach and fused paths) must not."""
+import copy
+import math
+
+import pytest
+import torch
+from torch.optim.optimizer import _default_to_fused_or_foreach
+from torch.utils._foreach_utils import _get_foreach_kernels_supported_devices
+
+import torchtpu
+from conftest import fallbacks
+
+O = torch.optim
+STEPS = 4
+# Elementwise ops of the single-tensor (foreach=False) paths and of
+# clip_grad_norm_'s total norm that belong to other op families and may still
+# run on the CPU; the foreach and fused paths must not need any of them.
+SINGLE_TENSOR_FALLBACKS = {"aten::lerp.Scalar_out", "aten::addcmul.out", "aten::addcdiv.out"}
+CLIP_FALLBACKS = {"aten::linalg_vector_norm.out", "aten::cat.out",
+                  "aten::clamp.out", "aten::reciprocal.out"}
+# Optimizer state is created with zeros_like (zero_, another family) in the
+# first step.
+STATE_INIT_FALLBACKS = {"aten::zero_"}
+# GradScaler computes 1/scale with Tensor.reciprocal.
+SCALER_FALLBACKS = {"aten::reciprocal.out"}
+
+
+@pytest.fixture(autouse=True)
+def strict():
+    with torchtpu.mode("strict"):
+        yield
+
+
+def mlp(layers=2):
+    torch.manual_seed(0)
+    mods = []
+    for i in range(layers):
+        mods += [torch.nn.Linear(4 if i == 0 else 8, 8 if i < layers - 1 else 3), torch.nn.Tanh()]
+    return torch.nn.Sequential(*mods[:-1])
+
+
+X = torch.randn(6, 4, generator=torch.Generator().manual_seed(1))
+
+
+class Step:
+    """Runs a block and records its new CPU fallbacks and executions."""
+
+    def __enter__(self):
+        self.fb0, self.ex0 = fallbacks(), torchtpu.metrics()["executions"]
+        return self
+
+    def __exit__(self, *exc):
+        fb = fallbacks()
+        self.fallbacks = {k for k, v in fb.items() if v != self.fb0.get(k, 0)}
+        self.executions = torchtpu.metrics()["executions"] - self.ex0
+        return False
+
+
+def train(device, make_opt, model, steps=STEPS, scaler=None, inf_at=(), clip=None):
+    """Trains a copy of `model` on `device`; returns the parameters after each
+    step, the scales, and what each optimizer step ran."""
+    m = copy.deepcopy(model).to(device)
+    opt = make_opt(m.parameters())
+    x = X.to(device)
+    params, scales, records = [], [], []
+    for k in range(steps):
+        opt.zero_grad()
+        loss = (m(x) ** 2).mean()
+        (scaler.scale(loss) if scaler else loss).backward()
+        if k in inf_at:
+            with torch.no_grad():
+                next(m.parameters()).grad.view(-1)[1] = math.inf
+        torch.tpu.synchronize()
+        with Step() as rec:
+            if clip is not None:
+                if scaler:
+                    scaler.unscale_(opt)
+                clip(m.parameters())
+            if scaler:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
+            torch.tpu.synchronize()
+        records.append(rec)
+        params.append([p.detach().cpu().clone() for p in m.parameters()])
+        if scaler:
+            scales.append(scaler.get_scale())
+    return params, scales, records
+
+
+def assert_params_close(cpu, tpu, rtol=1e-4, atol=1e-5):
+    for k, (c, t) in enumerate(zip(cpu, tpu)):
+        for a, b in zip(c, t):
+            torch.testing.assert_close(b, a, rtol=rtol, atol=atol, msg=lambda m: f"step {k}: {m}")
+
+
+def assert_no_fallback(records, first_step_ok=frozenset(), ok=frozenset()):
+    for k, rec in enumerate(records):
+        allowed = set(ok) | (set(first_step_ok) if k == 0 else set())
+        assert rec.fallbacks <= allowed, f"step {k}: CPU fallbacks {rec.fallbacks - allowed}"
+
+
+#===--- which implementation PyTorch picks ---===#
+
+def test_default_implementation_is_foreach():
+    assert "tpu" in _get_foreach_kernels_supported_devices()
+    params = list(mlp().to("tpu").parameters())
+    assert _default_to_fused_or_foreach(params, differentiable=False, use_fused=False) == (False, True)
+    assert _default_to_fused_or_foreach(params, differentiable=False, use_fused=True) == (True, False)
+
+
+#===--- optimizers ---===#
+
+CONFIGS = {
+    "sgd": lambda fe: lambda p: O.SGD(p, lr=0.05, foreach=fe),
+    "sgd_momentum_wd": lambda fe: lambda p: O.SGD(p, lr=0.05, momentum=0.9, weight_decay=0.01, foreach=fe),
+    "sgd_nesterov": lambda fe: lambda p: O.SGD(p, lr=0.05, momentum=0.9, nesterov=True,
+                                               dampening=0, weight_decay=0.1, foreach=fe),
+    "adam": lambda fe: lambda p: O.Adam(p, lr=0.01, foreach=fe),
+    "adam_wd": lambda fe: lambda p: O.Adam(p, lr=0.01, weight_decay=0.01, betas=(0.8, 0.9), foreach=fe),
+    "adamw": lambda fe: lambda p: O.AdamW(p, lr=0.01, weight_decay=0.1, foreach=fe),
+    "adamw_amsgrad": lambda fe: lambda p: O.AdamW(p, lr=0.01, amsgrad=True, foreach=fe),
+    "adam_maximize": lambda fe: lambda p: O.Adam(p, lr=0.01, maximize=True, foreach=fe),
+}
+
+
+@pytest.mark.parametrize("foreach", [True, None], ids=["foreach", "default"])
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_foreach_optimizer(name, foreach):
+    model = mlp()
+    make = CONFIGS[name](foreach)
+    cpu, _, _ = train("cpu", make, model)
+    tpu, _, records = train("tpu", make, model)
+    assert_params_close(cpu, tpu)
+    assert_no_fallback(records, first_step_ok=STATE_INIT_FALLBACKS)
+
+
+@pytest.mark.parametrize("name", ["sgd_momentum_wd", "adam_wd", "adamw_amsgrad"])
+def test_single_tensor_optimizer(name):
+    # foreach=False: per-parameter elementwise ops (lerp, addcmul, addcdiv
+    # belong to the elementwise family and may still fall back).
+    model = mlp()
+    make = CONFIGS[name](False)
+    cpu, _, _ = train("cpu", make, model)
+    tpu, _, records = train("tpu", make, model)
+    assert_params_close(cpu, tpu)
+    assert_no_fallback(records, first_step_ok=STATE_INIT_FALLBACKS, ok=SINGLE_TENSOR_FALLBACKS)
+
+
+FUSED = {
+    "adam": lambda p: O.Adam(p, lr=0.01, weight_decay=0.01, fused=True),
+    "adamw_amsgrad": lambda p: O.AdamW(p, lr=0.01, weight_decay=0.1, amsgrad=True, fused=True),
+    "adam_maximize": lambda p: O.Adam(p, lr=0.01, maximize=True, fused=True),
+    "sgd_momentum": lambda p: O.SGD(p, lr=0.05, momentum=0.9, weight_decay=0.01, fused=True),
+    "sgd_nesterov": lambda p: O.SGD(p, lr=0.05, momentum=0.9, nesterov=True, fused=True),
+    "sgd": lambda p: O.SGD(p, lr=0.05, fused=True),
+    "adam_tensor_lr": lambda p: O.Adam(p, lr=torch.tensor(0.01), fused=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUSED))
+def test_fused_optimizer(name):
+    model = mlp()
+    cpu, _, _ = train("cpu", FUSED[name], model)
+    tpu, _, records = train("tpu", FUSED[name], model)
+    assert_params_close(cpu, tpu)
+    assert_no_fallback(records, first_step_ok=STATE_INIT_FALLBACKS)
+    # One program for the whole step (plus the step counters' increment).
+    assert all(r.executions <= 2 for r in records[1:]), [r.executions for r in records]
+
+
+@pytest.mark.parametrize("name", ["adam", "sgd_momentum_wd"])
+def test_step_programs_do_not_grow_with_parameters(name):
+    # One executable per foreach call: a model with twice the parameters
+    # takes as many executions per step.
+    make = CONFIGS[name](None)
+    counts = []
+    for layers in (2, 4):
+        _, _, records = train("tpu", make, mlp(layers), steps=3)
+        counts.append([r.executions for r in records[1:]])
+    assert counts[0] == counts[1], counts
+    assert max(counts[0]) <= 12, counts
+
+
+#===--- gradient clipping ---===#
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, math.inf])
+def test_clip_grad_norm(norm_type):
+    model = mlp()
+    norms = {}
+
+    def clip_on(device):
+        def clip(params):
+            norms.setdefault(device, []).append(
+                torch.nn.utils.clip_grad_norm_(params, 0.05, norm_type=norm_type, foreach=True).cpu())
+        return clip
+    make = CONFIGS["sgd"](True)
+    cpu, _, _ = train("cpu", make, model, clip=clip_on("cpu"))
+    tpu, _, records = train("tpu", make, model, clip=clip_on("tpu"))
+    torch.testing.assert_close(torch.stack(norms["tpu"]), torch.stack(norms["cpu"]), rtol=1e-4, atol=1e-6)
+    assert_params_close(cpu, tpu)
+    assert_no_fallback(records, ok=CLIP_FALLBACKS)
+    for rec in records:  # the foreach ops themselves never fall back
+        assert not {f for f in rec.fallbacks if "_foreach" in f}
+
+
+#===--- AMP grad scaling ---===#
+
+@pytest.mark.parametrize("opt", ["sgd_momentum_wd", "adam", "fused_adam"])
+def test_grad_scaler(opt):
+    make = FUSED["adam"] if opt == "fused_adam" else CONFIGS[opt](None)
+    model = mlp()
+    kw = dict(init_scale=2.0 ** 12, growth_factor=2.0, backoff_factor=0.25, growth_interval=2)
+    steps, inf_at = 6, (1, 4)
+    cpu, cpu_scales, _ = train("cpu", make, model, steps=steps,
+                               scaler=torch.amp.GradScaler("cpu", **kw), inf_at=inf_at)
+    tpu, tpu_scales, records = train("tpu", make, model, steps=steps,
+                                     scaler=torch.amp.GradScaler("tpu", **kw), inf_at=inf_at)
+    assert tpu_scales == cpu_scales
+    assert cpu_scales == [2.0 ** 12, 2.0 ** 10, 2.0 ** 10, 2.0 ** 11, 2.0 ** 9, 2.0 ** 9]
+    for k in inf_at:  # the step was skipped
+        for a, b in zip(tpu[k], tpu[k - 1]):
+            assert torch.equal(a, b)
+    assert_params_close(cpu, tpu)
+    assert_no_fallback(records, first_step_ok=STATE_INIT_FALLBACKS, ok=SCALER_FALLBACKS)
+
+
+def test_grad_scaler_with_clipping():
+    model = mlp()
+    make = CONFIGS["adamw"](None)
+    kw = dict(init_scale=2.0 ** 8, growth_interval=1)
+
+    def clip(params):
+        torch.nn.utils.clip_grad_norm_(params, 0.1, foreach=True)
+    cpu, cpu_scales, _ = train("cpu", make, model, scaler=torch.amp.GradScaler("cpu", **kw),
+                               inf_at=(2,), clip=clip)
+    tpu, tpu_scales, _ = train("tpu", make, model, scaler=torch.amp.GradScaler("tpu", **kw),
+                               inf_at=(2,), clip=clip)
+    assert tpu_scales == cpu_scales
+    assert_params_close(cpu, tpu)
+
+
+# The other optimizers' foreach paths (capturable ones keep their step
+# counters on the device and compute the bias corrections there); their own
+# non-foreach ops may still fall back.
+OTHERS = {
+    "adagrad": (lambda p, **kw: O.Adagrad(p, lr=0.05, **kw), set()),
+    "adadelta": (lambda p, **kw: O.Adadelta(p, **kw), set()),
+    "adamax": (lambda p, **kw: O.Adamax(p, lr=0.01, **kw), set()),
+    "nadam": (lambda p, **kw: O.NAdam(p, lr=0.01, **kw), set()),
+    "radam": (lambda p, **kw: O.RAdam(p, lr=0.01, **kw), set()),
+    "rmsprop": (lambda p, **kw: O.RMSprop(p, lr=0.01, momentum=0.5, centered=True, **kw), set()),
+    "rprop": (lambda p, **kw: O.Rprop(p, lr=0.01, **kw),
+              {"aten::_index_put_impl_", "aten::clamp.out", "aten::sign.out"}),
+    "asgd": (lambda p, **kw: O.ASGD(p, lr=0.01, **kw), {"aten::pow.Tensor_Scalar_out", "aten::reciprocal.out"}),
+    "adam_capturable": (lambda p, **kw: O.Adam(p, lr=0.01, **kw), set()),
+    "adamw_amsgrad_capturable": (lambda p, **kw: O.AdamW(p, lr=0.01, amsgrad=True, **kw), set()),
+    "nadam_capturable": (lambda p, **kw: O.NAdam(p, lr=0.01, **kw), set()),
+    "radam_capturable": (lambda p, **kw: O.RAdam(p, lr=0.01, **kw), set()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OTHERS))
+def test_other_foreach_optimizers(name):
+    make, ok = OTHERS[name]
+    tpu_kw = {"capturable": True} if name.endswith("capturable") else {}  # CPU has no capturable
+    cpu, _, _ = train("cpu", lambda p: make(p, foreach=True), mlp(), steps=3)
+    tpu, _, records = train("tpu", lambda p: make(p, foreach=True, **tpu_kw), mlp(), steps=3)
+    assert_params_close(cpu, tpu)
+    assert_no_fallback(records, first_step_ok=STATE_INIT_FALLBACKS, ok=ok)
+
+
+def test_zero_grad_keeps_tensors():
+    m = mlp().to("tpu")
+    opt = O.SGD(m.parameters(), lr=0.1, foreach=True)  # zero_grad uses foreach then
+    (m(X.to("tpu")) ** 2).mean().backward()
+    grads = [p.grad for p in m.parameters()]
+    torch.tpu.synchronize()
+    with Step() as rec:
+        opt.zero_grad(set_to_none=False)  # _foreach_zero_
+        torch.tpu.synchronize()
+    assert not rec.fallbacks and rec.executions == 1
+    for p, g in zip(m.parameters(), grads):
+        assert p.grad is g and not p.grad.cpu().any()
