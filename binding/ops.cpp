@@ -357,6 +357,13 @@ class RowKernel final : public c10::OperatorKernel {
       if (!v.isNone()) gen = v.toGenerator();
       rng_next(gen, a.device, a.args[g].rng);
     }
+    if (a.generators.empty() && tpu_op_is_random(row_)) {  // e.g. native_dropout
+      tpu_arg_t r;
+      std::memset(&r, 0, sizeof r);
+      r.kind = TPU_ARG_RNG;
+      rng_next(std::nullopt, a.device, r.rng);
+      a.args.push_back(r);
+    }
     call.device = a.device;
     if (info_.is_out_variant) {  // factory lowerings compute in the out dtype
       std::vector<tpu_dtype_t> out_dtypes;

@@ -197,6 +197,10 @@ int tpu_op_count(void);
 const char* tpu_op_name(int op);       // "add"
 const char* tpu_op_aten(int op);       // "add.Tensor add.Scalar"
 int tpu_op_lookup(const char* name);   // -1 if none
+// Whether the op draws random numbers (its row's class is RNG). Such an op
+// whose schema has no Generator (native_dropout) gets the default
+// generator's state as an extra, last, TPU_ARG_RNG argument.
+bool tpu_op_is_random(int op);
 
 // Result dtype of PyTorch's type promotion over the given operands.
 tpu_dtype_t tpu_promote_types(tpu_dtype_t a, tpu_dtype_t b);
