@@ -83,35 +83,23 @@ tpu_status_t tpu_lower_arange(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t = tpu_lower_out_dtype(cx, 0, TPU_I64);
   if (!arange_dtype_ok(t)) return not_implemented("arange_cpu", t);
   bool integral = tpu_dtype_is_integral(t, false);
+  double start = scalar_f64(cx, 0), end = scalar_f64(cx, 1), step = scalar_f64(cx, 2);
+  if (!(step > 0 || step < 0))
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "step must be nonzero");
+  if (!isfinite(start) || !isfinite(end))
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "unsupported range: %g -> %g", start, end);
+  if (!((step > 0 && end >= start) || (step < 0 && end <= start)))
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "upper bound and lower bound inconsistent with step sign");
   double size_d;
-  if (integral) {  // accscalar int64: the numbers truncate first
-    int64_t start = scalar_i64(cx, 0), end = scalar_i64(cx, 1), step = scalar_i64(cx, 2);
-    if (step == 0) return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "step must be nonzero");
-    if (!((step > 0 && end >= start) || (step < 0 && end <= start)))
-      return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
-                             "upper bound and lower bound inconsistent with step sign");
-    if (t == TPU_I64) {  // exact: int64 has more precision than double
-      int64_t sgn = (step > 0) - (step < 0);
-      size_d = (double)((end - start + step - sgn) / step);
-    } else {
-      size_d = ceil((scalar_f64(cx, 1) - scalar_f64(cx, 0)) / scalar_f64(cx, 2));
-    }
-  } else {
-    // accscalar: float for half types, double otherwise.
-    double start = scalar_f64(cx, 0), end = scalar_f64(cx, 1), step = scalar_f64(cx, 2);
-    if (t == TPU_F16 || t == TPU_BF16) {
-      start = (float)start;
-      end = (float)end;
-      step = (float)step;
-    }
-    if (!(step > 0 || step < 0))
+  if (t == TPU_I64) {  // in int64 (more precise than double), numbers truncated
+    int64_t xstart = scalar_i64(cx, 0), xend = scalar_i64(cx, 1), xstep = scalar_i64(cx, 2);
+    if (xstep == 0)  // (a ValueError in PyTorch)
       return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "step must be nonzero");
-    if (!isfinite(start) || !isfinite(end))
-      return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "unsupported range: %g -> %g", start, end);
-    if (!((step > 0 && end >= start) || (step < 0 && end <= start)))
-      return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
-                             "upper bound and lower bound inconsistent with step sign");
-    size_d = ceil((scalar_f64(cx, 1) - scalar_f64(cx, 0)) / scalar_f64(cx, 2));
+    int64_t sgn = (xstep > 0) - (xstep < 0);
+    size_d = (double)((xend - xstart + xstep - sgn) / xstep);
+  } else {
+    size_d = ceil((end - start) / step);
   }
   if (!(size_d >= 0 && size_d <= 9223372036854775807.0))
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "invalid size, possible overflow?");
@@ -122,9 +110,10 @@ tpu_status_t tpu_lower_arange(tpu_lower_ctx_t* cx) {
   }
   tpu_dtype_t compute = integral ? TPU_I64 : tpu_opmath(t);
   tpu_val_t idx = tpu_ir_iota(g, compute, &n, 1, 0);
-  tpu_val_t start = tpu_lower_input(cx, 0, compute), step = tpu_lower_input(cx, 2, compute);
-  tpu_val_t v = tpu_ir_binary(g, TPU_IR_ADD, splat(cx, start, idx),
-                              tpu_ir_binary(g, TPU_IR_MUL, splat(cx, step, idx), idx));
+  // start + step * i in accscalar (int64 for integers: the numbers truncate)
+  tpu_val_t sv = tpu_lower_input(cx, 0, compute), dv = tpu_lower_input(cx, 2, compute);
+  tpu_val_t v = tpu_ir_binary(g, TPU_IR_ADD, splat(cx, sv, idx),
+                              tpu_ir_binary(g, TPU_IR_MUL, splat(cx, dv, idx), idx));
   tpu_lower_out(cx, 0, tpu_ir_convert(g, v, t));
   return TPU_OK;
 }

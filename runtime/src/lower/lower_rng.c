@@ -203,17 +203,19 @@ tpu_status_t tpu_lower_uniform(tpu_lower_ctx_t* cx) {
   int rank = draw_shape(self, dims);
   tpu_val_t x = unit_closed_open(cx, rng_words(cx, words_for(compute), dims, rank), compute,
                                  float_digits(real));
-  tpu_val_t lo = tpu_lower_number(cx, from, compute);
-  tpu_val_t span = tpu_lower_number(cx, to - from, compute);
+  // x * (to - from) + from, the difference taken in the compute dtype as
+  // PyTorch does.
+  tpu_val_t lo = tpu_lower_number(cx, from, compute), hi = tpu_lower_number(cx, to, compute);
+  tpu_val_t span = tpu_ir_binary(g, TPU_IR_SUB, hi, lo);
   tpu_val_t r = tpu_ir_binary(g, TPU_IR_ADD, tpu_ir_binary(g, TPU_IR_MUL, x, splat(cx, span, x)),
                               splat(cx, lo, x));
   r = tpu_ir_convert(g, r, real);
   // Rounding (to the dtype, or of x * span + from) may reach `to`: take the
   // value just below it instead, so the range stays [from, to).
-  tpu_val_t hi = tpu_lower_number(cx, to, real);
-  tpu_val_t below = tpu_ir_binary(g, TPU_IR_NEXTAFTER, hi, tpu_lower_number(cx, -INFINITY, real));
-  below = tpu_ir_binary(g, TPU_IR_MAX, below, tpu_lower_number(cx, from, real));
-  r = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_GE, r, splat(cx, hi, r)), splat(cx, below, r), r);
+  tpu_val_t top = tpu_ir_convert(g, hi, real);
+  tpu_val_t below = tpu_ir_binary(g, TPU_IR_NEXTAFTER, top, tpu_ir_const(g, real, -INFINITY, NULL, 0));
+  below = tpu_ir_binary(g, TPU_IR_MAX, below, tpu_ir_convert(g, lo, real));
+  r = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_GE, r, splat(cx, top, r)), splat(cx, below, r), r);
   tpu_lower_out(cx, 0, finish_draw(cx, self, r));
   return TPU_OK;
 }
