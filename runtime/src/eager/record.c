@@ -40,13 +40,15 @@ static tpu_val_t reinterpret(tpu_graph_t* g, tpu_val_t v, tpu_dtype_t to);
 // they are read and written as their parts, interleaved (re, im) as in
 // memory.
 static tpu_val_t reinterpret_complex(tpu_graph_t* g, tpu_val_t v, tpu_dtype_t to) {
+  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
   tpu_dtype_t from = tpu_ir_dtype(g, v);
   int64_t n = tpu_ir_dims(g, v)[0];
   if (tpu_dtype_is_complex(from)) {
     int64_t col[2] = {n, 1}, m = 2 * n;
     tpu_val_t parts[2] = {tpu_ir_reshape(g, tpu_ir_unary(g, TPU_IR_REAL, v), col, 2),
                           tpu_ir_reshape(g, tpu_ir_unary(g, TPU_IR_IMAG, v), col, 2)};
-    return reinterpret(g, tpu_ir_reshape(g, tpu_ir_concat(g, parts, 2, 1), &m, 1), to);
+    tpu_val_t flat = tpu_ir_reshape(g, tpu_ir_concat(g, parts, 2, 1), &m, 1);
+    return tpu_graph_ok(g) ? reinterpret(g, flat, to) : TPU_VAL_NONE;
   }
   tpu_val_t r = reinterpret(g, v, to == TPU_C128 ? TPU_F64 : TPU_F32);
   if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
