@@ -45,9 +45,10 @@ static tpu_val_t number(tpu_lower_ctx_t* cx, double v, tpu_dtype_t t) {
   return tpu_lower_number(cx, v, t);
 }
 
+// A 0-d value broadcast to the shape of `like`.
 static tpu_val_t splat(tpu_lower_ctx_t* cx, tpu_val_t scalar, tpu_val_t like) {
+  if (!tpu_graph_ok(cx->g)) return TPU_VAL_NONE;
   const tpu_type_t* t = tpu_ir_type(cx->g, like);
-  if (!t) return TPU_VAL_NONE;
   return tpu_ir_broadcast(cx->g, scalar, t->dims, t->rank, NULL);
 }
 

@@ -73,9 +73,10 @@ static tpu_dtype_t words_for(tpu_dtype_t compute) {
   return compute == TPU_F64 ? TPU_U64 : TPU_U32;
 }
 
+// A 0-d value broadcast to the shape of `like`.
 static tpu_val_t splat(tpu_lower_ctx_t* cx, tpu_val_t scalar, tpu_val_t like) {
+  if (!tpu_graph_ok(cx->g)) return TPU_VAL_NONE;
   const tpu_type_t* t = tpu_ir_type(cx->g, like);
-  if (!t) return TPU_VAL_NONE;
   return tpu_ir_broadcast(cx->g, scalar, t->dims, t->rank, NULL);
 }
 
@@ -88,6 +89,7 @@ static tpu_val_t bin(tpu_lower_ctx_t* cx, tpu_ir_op_t op, tpu_val_t a, double b)
 static tpu_val_t unit_closed_open(tpu_lower_ctx_t* cx, tpu_val_t words,
                                   tpu_dtype_t compute, int digits) {
   tpu_graph_t* g = cx->g;
+  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
   int w = word_bits(tpu_ir_dtype(g, words));
   tpu_val_t top = bin(cx, TPU_IR_SHR_L, words, w - digits);
   return bin(cx, TPU_IR_MUL, tpu_ir_convert(g, top, compute), ldexp(1, -digits));
@@ -98,9 +100,24 @@ static tpu_val_t unit_closed_open(tpu_lower_ctx_t* cx, tpu_val_t words,
 static tpu_val_t unit_open_closed(tpu_lower_ctx_t* cx, tpu_val_t words,
                                   tpu_dtype_t compute) {
   tpu_graph_t* g = cx->g;
+  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
   int w = word_bits(tpu_ir_dtype(g, words));
   tpu_val_t f = bin(cx, TPU_IR_ADD, tpu_ir_convert(g, words, compute), 1);
   return bin(cx, TPU_IR_MUL, f, ldexp(1, -w));
+}
+
+// v[k] of a [2, dims...] value, as a value of shape dims.
+static tpu_val_t plane(tpu_lower_ctx_t* cx, tpu_val_t v, int k, const int64_t* dims,
+                       int rank) {
+  int64_t start[TPU_MAX_RANK + 1] = {0}, limit[TPU_MAX_RANK + 1], strides[TPU_MAX_RANK + 1];
+  start[0] = k;
+  limit[0] = k + 1;
+  strides[0] = 1;
+  for (int i = 0; i < rank; ++i) {
+    limit[i + 1] = dims[i];
+    strides[i + 1] = 1;
+  }
+  return tpu_ir_reshape(cx->g, tpu_ir_slice(cx->g, v, start, limit, strides), dims, rank);
 }
 
 // Standard normals in `compute` of shape dims (Box-Muller).
@@ -111,16 +128,7 @@ static tpu_val_t normals(tpu_lower_ctx_t* cx, tpu_dtype_t compute,
   wd[0] = 2;
   memcpy(wd + 1, dims, sizeof(int64_t) * (size_t)rank);
   tpu_val_t words = rng_words(cx, words_for(compute), wd, rank + 1);
-  int64_t start[TPU_MAX_RANK + 1] = {0}, limit[TPU_MAX_RANK + 1], strides[TPU_MAX_RANK + 1];
-  for (int i = 0; i <= rank; ++i) {
-    limit[i] = wd[i];
-    strides[i] = 1;
-  }
-  limit[0] = 1;
-  tpu_val_t w1 = tpu_ir_reshape(g, tpu_ir_slice(g, words, start, limit, strides), dims, rank);
-  start[0] = 1;
-  limit[0] = 2;
-  tpu_val_t w2 = tpu_ir_reshape(g, tpu_ir_slice(g, words, start, limit, strides), dims, rank);
+  tpu_val_t w1 = plane(cx, words, 0, dims, rank), w2 = plane(cx, words, 1, dims, rank);
   tpu_val_t u1 = unit_open_closed(cx, w1, compute);
   tpu_val_t u2 = unit_closed_open(cx, w2, compute, float_digits(compute));
   tpu_val_t r = tpu_ir_unary(g, TPU_IR_SQRT, bin(cx, TPU_IR_MUL, tpu_ir_unary(g, TPU_IR_LOG, u1), -2));
@@ -136,19 +144,8 @@ static const tpu_view_t* self_view(const tpu_lower_ctx_t* cx) {
 // Splits a [2, dims...] real value into the complex value of shape dims.
 static tpu_val_t to_complex(tpu_lower_ctx_t* cx, tpu_val_t pair,
                             const int64_t* dims, int rank) {
-  tpu_graph_t* g = cx->g;
-  int64_t start[TPU_MAX_RANK + 1] = {0}, limit[TPU_MAX_RANK + 1], strides[TPU_MAX_RANK + 1];
-  limit[0] = 1;
-  strides[0] = 1;
-  for (int i = 0; i < rank; ++i) {
-    limit[i + 1] = dims[i];
-    strides[i + 1] = 1;
-  }
-  tpu_val_t re = tpu_ir_reshape(g, tpu_ir_slice(g, pair, start, limit, strides), dims, rank);
-  start[0] = 1;
-  limit[0] = 2;
-  tpu_val_t im = tpu_ir_reshape(g, tpu_ir_slice(g, pair, start, limit, strides), dims, rank);
-  return tpu_ir_binary(g, TPU_IR_COMPLEX, re, im);
+  return tpu_ir_binary(cx->g, TPU_IR_COMPLEX, plane(cx, pair, 0, dims, rank),
+                       plane(cx, pair, 1, dims, rank));
 }
 
 // The shape random values are drawn in for `self`: its own, or [2, ...] for
@@ -226,15 +223,12 @@ tpu_status_t tpu_lower_uniform(tpu_lower_ctx_t* cx) {
 // independent parts of variance 1/2 each, as PyTorch's complex normal).
 static tpu_val_t std_normals(tpu_lower_ctx_t* cx, tpu_dtype_t dtype,
                              const int64_t* sizes, int rank) {
-  tpu_graph_t* g = cx->g;
   if (!tpu_dtype_is_complex(dtype))
     return normals(cx, tpu_opmath(dtype), sizes, rank);
-  tpu_dtype_t real = real_of(dtype);
   int64_t dims[TPU_MAX_RANK + 1];
   dims[0] = 2;
   memcpy(dims + 1, sizes, sizeof(int64_t) * (size_t)rank);
-  tpu_val_t z = bin(cx, TPU_IR_MUL, normals(cx, real, dims, rank + 1), M_SQRT1_2);
-  (void)g;
+  tpu_val_t z = bin(cx, TPU_IR_MUL, normals(cx, real_of(dtype), dims, rank + 1), M_SQRT1_2);
   return to_complex(cx, z, sizes, rank);
 }
 
@@ -280,6 +274,7 @@ tpu_status_t tpu_lower_normal_(tpu_lower_ctx_t* cx) {
 // Asserts (on the device) that every element of std is >= 0.
 static void assert_std(tpu_lower_ctx_t* cx, tpu_val_t std) {
   tpu_graph_t* g = cx->g;
+  if (!tpu_graph_ok(g)) return;
   int rank = tpu_ir_rank(g, std);
   int64_t all[TPU_MAX_RANK];
   for (int i = 0; i < rank; ++i) all[i] = i;
