@@ -502,6 +502,18 @@ def test_multinomial_with_replacement(dtype):
     assert torch.equal(two, torch.tensor([[0] * 8, [1] * 8]))
 
 
+def test_multinomial_many_categories():
+    p = torch.zeros(1000, dtype=torch.float64)
+    p[3::7] = torch.linspace(1, 3, len(p[3::7]), dtype=torch.float64)
+    s = seeded(lambda: torch.multinomial(p.to(TPU), 8 * N, replacement=True))
+    assert s.min() >= 0 and s.max() < 1000 and (p[s] > 0).all()
+    freq = torch.bincount(s, minlength=1000).double()
+    third = len(p[3::7]) // 3
+    ratio = freq[3::7][-third:].sum() / freq[3::7][:third].sum()
+    expect = p[3::7][-third:].sum() / p[3::7][:third].sum()
+    assert abs(ratio / expect - 1) < 0.05
+
+
 def test_multinomial_errors():
     check_error(lambda p: torch.multinomial(p, 1), torch.ones(2, 2, 2))
     check_error(lambda p: torch.multinomial(p, 1), torch.ones(2, dtype=torch.int64))

@@ -806,6 +806,39 @@ tpu_status_t tpu_lower_randperm(tpu_lower_ctx_t* cx) {
   return TPU_OK;
 }
 
+// For each t[r, s], the number of entries of the nondecreasing row cdf[r]
+// at or below it: a binary search of ceil(log2(k + 1)) gathers, so memory
+// stays O(rows * samples) however many categories there are.
+static tpu_val_t count_at_or_below(tpu_lower_ctx_t* cx, tpu_val_t cdf, tpu_val_t t) {
+  tpu_graph_t* g = cx->g;
+  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
+  int64_t rows = tpu_ir_dims(g, cdf)[0], k = tpu_ir_dims(g, cdf)[1];
+  int64_t ns = tpu_ir_dims(g, t)[1], sd[2] = {rows, ns}, flat = rows * k, m = rows * ns;
+  tpu_val_t table = tpu_ir_reshape(g, cdf, &flat, 1);
+  tpu_val_t base = bin(cx, TPU_IR_MUL, tpu_ir_iota(g, TPU_I64, sd, 2, 0), (double)k);
+  tpu_val_t lo = tpu_ir_const(g, TPU_I64, 0, sd, 2), hi = tpu_ir_const(g, TPU_I64, (double)k, sd, 2);
+  tpu_gather_dims_t dn;
+  memset(&dn, 0, sizeof dn);
+  dn.n_collapsed = 1;
+  dn.collapsed_slice_dims[0] = 0;
+  dn.n_start_map = 1;
+  dn.start_index_map[0] = 0;
+  dn.index_vector_dim = 1;
+  int64_t one = 1, col[2] = {m, 1};
+  for (int64_t span = k; span > 0; span >>= 1) {  // ceil(log2(k + 1)) steps
+    tpu_val_t open = tpu_ir_compare(g, TPU_CMP_LT, lo, hi);
+    tpu_val_t mid = bin(cx, TPU_IR_SHR_A, tpu_ir_binary(g, TPU_IR_ADD, lo, hi), 1);
+    tpu_val_t at = tpu_ir_binary(g, TPU_IR_MIN, mid, tpu_lower_const_like(cx, mid, (double)(k - 1)));
+    tpu_val_t idx = tpu_ir_reshape(g, tpu_ir_binary(g, TPU_IR_ADD, base, at), col, 2);
+    tpu_val_t v = tpu_ir_reshape(g, tpu_ir_gather(g, table, idx, &dn, &one), sd, 2);
+    tpu_val_t right = tpu_ir_binary(g, TPU_IR_AND, open, tpu_ir_compare(g, TPU_CMP_LE, v, t));
+    tpu_val_t left = tpu_ir_binary(g, TPU_IR_AND, open, tpu_ir_unary(g, TPU_IR_NOT, right));
+    lo = tpu_ir_select(g, right, bin(cx, TPU_IR_ADD, mid, 1), lo);
+    hi = tpu_ir_select(g, left, mid, hi);
+  }
+  return lo;
+}
+
 // multinomial(Tensor self, SymInt num_samples, bool replacement=False, *,
 // Generator? generator). Without replacement: the top num_samples of
 // p / Exp(1) (PyTorch's own method); with: inverse CDF lookups.
@@ -864,8 +897,8 @@ tpu_status_t tpu_lower_multinomial(tpu_lower_ctx_t* cx) {
     out = tpu_ir_result(g, tpu_ir_top_k(g, keys, ns), 1);
   } else {
     // cdf[r, j] = sum of p[r, 0..j]; a sample is the number of cdf entries
-    // at or below u * total, capped at the last category with p > 0 (so
-    // rounding never picks a category of probability 0).
+    // at or below u * total (a binary search), capped at the last category
+    // with p > 0 (so rounding never picks a category of probability 0).
     tpu_window_t w;
     memset(&w, 0, sizeof w);
     w.dims[0] = 1;
@@ -884,13 +917,7 @@ tpu_status_t tpu_lower_multinomial(tpu_lower_ctx_t* cx) {
     tpu_val_t total = tpu_ir_slice(g, cdf, start, limit, one);  // [rows, 1]
     int64_t bd[2] = {0, 1};
     u = tpu_ir_binary(g, TPU_IR_MUL, u, tpu_ir_broadcast(g, tpu_ir_reshape(g, total, &rows, 1), sd, 2, bd));
-    int64_t cd[3] = {rows, ns, k};
-    int64_t cdf_dims[2] = {0, 2}, u_dims[2] = {0, 1};
-    tpu_val_t le = tpu_ir_compare(g, TPU_CMP_LE, tpu_ir_broadcast(g, cdf, cd, 3, cdf_dims),
-                                  tpu_ir_broadcast(g, u, cd, 3, u_dims));
-    int64_t red[1] = {2};
-    tpu_val_t cnt = tpu_ir_reduce(g, tpu_ir_convert(g, le, TPU_I64), tpu_ir_const(g, TPU_I64, 0, NULL, 0),
-                                  red, 1, TPU_BODY_ADD);
+    tpu_val_t cnt = count_at_or_below(cx, cdf, u);
     tpu_val_t iota = tpu_ir_iota(g, TPU_I64, pd, 2, 1);
     tpu_val_t lastnz = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_GT, p, zero), iota,
                                      tpu_lower_const_like(cx, iota, 0));
