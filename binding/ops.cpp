@@ -395,10 +395,25 @@ class RowKernel final : public c10::OperatorKernel {
       if (!v.isNone()) gen = v.toGenerator();
       rng_next(gen, a.device, a.args[g].rng);
     }
+    if (a.generators.empty() && tpu_op_is_random(row_)) {  // e.g. native_dropout
+      tpu_arg_t r;
+      std::memset(&r, 0, sizeof r);
+      r.kind = TPU_ARG_RNG;
+      rng_next(std::nullopt, a.device, r.rng);
+      a.args.push_back(r);
+    }
     call.device = a.device;
     flush_after_backward();
-    check(tpu_op_call(row_, a.device, a.args.data(), static_cast<int>(a.args.size()),
-                      call.into ? TPU_WRITE_INTO : TPU_WRITE_NEW, &prepare, &call));
+    if (info_.is_out_variant) {  // factory lowerings compute in the out dtype
+      std::vector<tpu_dtype_t> out_dtypes;
+      for (const at::Tensor& t : call.targets) out_dtypes.push_back(to_tpu(t.scalar_type()));
+      check(tpu_op_call_out(row_, a.device, a.args.data(), static_cast<int>(a.args.size()),
+                            out_dtypes.data(), static_cast<int>(out_dtypes.size()),
+                            &prepare, &call));
+    } else {
+      check(tpu_op_call(row_, a.device, a.args.data(), static_cast<int>(a.args.size()),
+                        call.into ? TPU_WRITE_INTO : TPU_WRITE_NEW, &prepare, &call));
+    }
     torch::jit::drop(*stack, n);
     if (info_.num_returns == 0) return;
     std::vector<at::Tensor>& out = call.into ? call.targets : call.results;

@@ -38,8 +38,10 @@ def variants(spec):
                 names.append(_qualified(s))
     for name in packet.overloads():
         s = getattr(packet, name)._schema
-        if any(a.is_out for a in s.arguments) and _args(s) == signature:
-            names.append(_qualified(s))
+        q = _qualified(s)
+        # (a row may list an out= overload itself: register it once)
+        if any(a.is_out for a in s.arguments) and _args(s) == signature and q not in names:
+            names.append(q)
     return names
 
 

@@ -188,12 +188,25 @@ typedef enum tpu_write_mode {
 TPU_MUST_USE tpu_status_t tpu_op_call(int op, int device, const tpu_arg_t* args,
                                       int num_args, tpu_write_mode_t mode,
                                       tpu_prepare_fn prepare, void* user);
+// tpu_op_call (TPU_WRITE_INTO) for an out= variant: out_dtypes[0..num_out)
+// are the dtypes of its out= tensors. Lowerings of factory ops need them
+// (arange.start_out's length and values depend on the dtype it writes, and
+// no argument names it).
+TPU_MUST_USE tpu_status_t tpu_op_call_out(int op, int device,
+                                          const tpu_arg_t* args, int num_args,
+                                          const tpu_dtype_t* out_dtypes,
+                                          int num_out, tpu_prepare_fn prepare,
+                                          void* user);
 
 // The op table (runtime/src/lower/ops.def).
 int tpu_op_count(void);
 const char* tpu_op_name(int op);       // "add"
 const char* tpu_op_aten(int op);       // "add.Tensor add.Scalar"
 int tpu_op_lookup(const char* name);   // -1 if none
+// Whether the op draws random numbers (its row's class is RNG). Such an op
+// whose schema has no Generator (native_dropout) gets the default
+// generator's state as an extra, last, TPU_ARG_RNG argument.
+bool tpu_op_is_random(int op);
 
 // Result dtype of PyTorch's type promotion over the given operands.
 tpu_dtype_t tpu_promote_types(tpu_dtype_t a, tpu_dtype_t b);

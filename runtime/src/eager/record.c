@@ -34,10 +34,40 @@ tpu_val_t tpu_dev_param(tpu_dev_t* d, tpu_buffer_t* b) {
   return v;
 }
 
+static tpu_val_t reinterpret(tpu_graph_t* g, tpu_val_t v, tpu_dtype_t to);
+
+// Complex values have no bits in StableHLO (bitcast_convert refuses them):
+// they are read and written as their parts, interleaved (re, im) as in
+// memory.
+static tpu_val_t reinterpret_complex(tpu_graph_t* g, tpu_val_t v, tpu_dtype_t to) {
+  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
+  tpu_dtype_t from = tpu_ir_dtype(g, v);
+  int64_t n = tpu_ir_dims(g, v)[0];
+  if (tpu_dtype_is_complex(from)) {
+    int64_t col[2] = {n, 1}, m = 2 * n;
+    tpu_val_t parts[2] = {tpu_ir_reshape(g, tpu_ir_unary(g, TPU_IR_REAL, v), col, 2),
+                          tpu_ir_reshape(g, tpu_ir_unary(g, TPU_IR_IMAG, v), col, 2)};
+    tpu_val_t flat = tpu_ir_reshape(g, tpu_ir_concat(g, parts, 2, 1), &m, 1);
+    return tpu_graph_ok(g) ? reinterpret(g, flat, to) : TPU_VAL_NONE;
+  }
+  tpu_val_t r = reinterpret(g, v, to == TPU_C128 ? TPU_F64 : TPU_F32);
+  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
+  int64_t m = tpu_ir_dims(g, r)[0] / 2, pairs[2] = {m, 2};
+  r = tpu_ir_reshape(g, r, pairs, 2);
+  int64_t lo[2] = {0, 0}, hi[2] = {m, 1}, one[2] = {1, 1};
+  tpu_val_t re = tpu_ir_reshape(g, tpu_ir_slice(g, r, lo, hi, one), &m, 1);
+  lo[1] = 1;
+  hi[1] = 2;
+  tpu_val_t im = tpu_ir_reshape(g, tpu_ir_slice(g, r, lo, hi, one), &m, 1);
+  return tpu_ir_binary(g, TPU_IR_COMPLEX, re, im);
+}
+
 // Reinterprets a flat array's bits as another dtype (like Tensor.view(dtype)).
 static tpu_val_t reinterpret(tpu_graph_t* g, tpu_val_t v, tpu_dtype_t to) {
   tpu_dtype_t from = tpu_ir_dtype(g, v);
   if (from == to) return v;
+  if (tpu_dtype_is_complex(from) || tpu_dtype_is_complex(to))
+    return reinterpret_complex(g, v, to);
   int64_t n = tpu_ir_dims(g, v)[0];
   if (from == TPU_BOOL || to == TPU_BOOL) {
     // bool is one byte on the host; its bits are 0 or 1.

@@ -53,6 +53,8 @@ struct tpu_lower_ctx {
   tpu_val_t* outs;  // results (in the graph's arena)
   int num_outs, outs_cap;
   struct tpu_dev* dev;  // the engine's device (opaque here)
+  const tpu_dtype_t* out_dtypes;  // out= variants: the out tensors' dtypes
+  int num_out_dtypes;
 };
 
 //===--- arguments ---===//
@@ -133,6 +135,9 @@ tpu_val_t tpu_lower_matmul_values(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b,
                                   int batch, tpu_dtype_t out);
 // Sets result k (results are numbered from 0 without gaps).
 void tpu_lower_out(tpu_lower_ctx_t* cx, int k, tpu_val_t v);
+// The dtype of out= tensor k when the op was called as an out= variant
+// (factory ops compute in it), else `dflt`.
+tpu_dtype_t tpu_lower_out_dtype(const tpu_lower_ctx_t* cx, int k, tpu_dtype_t dflt);
 // Element j of TENSORS argument i as a value; the list's length.
 tpu_val_t tpu_lower_tensor_at(tpu_lower_ctx_t* cx, int i, int j);
 int tpu_arg_count(const tpu_lower_ctx_t* cx, int i);

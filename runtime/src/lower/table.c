@@ -47,6 +47,9 @@ const tpu_op_row_t* tpu_op_row(int op) {
 int tpu_op_count(void) { return NUM_ROWS; }
 const char* tpu_op_name(int op) { return op >= 0 && op < NUM_ROWS ? rows[op].name : ""; }
 const char* tpu_op_aten(int op) { return op >= 0 && op < NUM_ROWS ? rows[op].aten : ""; }
+bool tpu_op_is_random(int op) {
+  return op >= 0 && op < NUM_ROWS && rows[op].cls == TPU_CLASS_RNG;
+}
 
 int tpu_op_lookup(const char* name) {
   for (int i = 0; i < NUM_ROWS; ++i)
