@@ -113,6 +113,11 @@ def test_conv_errors():
     check_error(F.conv2d, f(1, 1, 3, 3), f(1, 1, 2, 2), stride=0)
     check_error(F.conv2d, f(1, 1, 3, 3), f(1, 1, 2, 2), padding=-1)
     check_error(F.conv_transpose2d, f(1, 2, 3, 3), f(3, 1, 2, 2))
+    tpu_err, cpu_err = check_error(F.conv_transpose2d, f(1, 2, 3, 3), f(2, 1, 2, 2), stride=2,
+                                   output_padding=2)
+    assert str(tpu_err) == str(cpu_err).split("\n")[0]
+    check(lambda x, w: F.conv_transpose2d(x, w, stride=1, dilation=3, output_padding=2),
+          f(1, 2, 3, 3), f(2, 1, 2, 2), atol=1e-5, rtol=1e-5)
     check_error(F.conv2d, f(1, 1, 3, 3), f(2, 1, 2, 2), f(3))
     b = torch.ones(1, 1, 3, 3, dtype=torch.bool)
     check_error(F.conv2d, b, b)

@@ -212,6 +212,21 @@ tpu_status_t tpu_lower_convolution(tpu_lower_ctx_t* cx) {
   tpu_val_t x = tpu_lower_tensor(cx, 0), w = tpu_lower_tensor(cx, 1);
   tpu_val_t y;
   if (p.transposed) {
+    bool bad = false;
+    for (int i = 0; i < n; ++i) bad |= p.out_pad[i] >= p.stride[i] && p.out_pad[i] >= p.dil[i];
+    if (bad) {  // CPU's wording, dims named from the last (width)
+      static const char* const names[3] = {"depth", "height", "width"};
+      const int64_t* v[3] = {p.out_pad, p.stride, p.dil};
+      static const char* const what[3] = {"output_padding", "stride", "dilation"};
+      char msg[384];
+      size_t m = 0;
+      for (int k = 0; k < 3; ++k)
+        for (int i = 0; i < n; ++i)
+          m += (size_t)snprintf(msg + m, sizeof msg - m, "%s%s_%s: %lld", m ? " " : "", what[k],
+                                names[3 - n + i], (long long)v[k][i]);
+      return invalid("output padding must be smaller than either stride or dilation, but got %s",
+                     msg);
+    }
     if (xs[1] != ws[0])
       return invalid("Given transposed=1, weight of size [%lld, ...], expected input to have "
                      "%lld channels, but got %lld channels instead", (long long)ws[0],
@@ -816,14 +831,21 @@ static tpu_val_t adaptive_contract(tpu_graph_t* g, tpu_val_t v, int lead, int n,
                                    tpu_dtype_t acc) {
   tpu_dtype_t t = tpu_ir_dtype(g, v);
   for (int i = 0; i < n && tpu_graph_ok(g); ++i) {
-    int64_t count = out[i] * in[i], md[2] = {out[i], in[i]};
-    int64_t* m = tpu_graph_alloc(g, sizeof(int64_t) * (size_t)(count ? count : 1));
-    if (!m) return TPU_VAL_NONE;
-    for (int64_t o = 0; o < out[i]; ++o)
-      for (int64_t j = 0; j < in[i]; ++j)
-        m[o * in[i] + j] = j >= adaptive_start(o, in[i], out[i]) && j < adaptive_end(o, in[i], out[i]);
-    tpu_val_t mat = count ? tpu_ir_reshape(g, tpu_ir_const_i64_array(g, m, count), md, 2)
-                          : tpu_ir_const_i(g, TPU_I64, 0, md, 2);
+    // m[o, j] = start(o) <= j < end(o), built in the program (a constant
+    // would be out * in elements of program text).
+    int64_t md[2] = {out[i], in[i]};
+    tpu_val_t o = tpu_ir_iota(g, TPU_I64, md, 2, 0), j = tpu_ir_iota(g, TPU_I64, md, 2, 1);
+    tpu_val_t vin = tpu_ir_const_i(g, TPU_I64, in[i], md, 2);
+    tpu_val_t vout = tpu_ir_const_i(g, TPU_I64, out[i] > 0 ? out[i] : 1, md, 2);
+    tpu_val_t start = tpu_ir_binary(g, TPU_IR_DIV, tpu_ir_binary(g, TPU_IR_MUL, o, vin), vout);
+    tpu_val_t o1 = tpu_ir_binary(g, TPU_IR_ADD, o, tpu_ir_const_i(g, TPU_I64, 1, md, 2));
+    tpu_val_t end = tpu_ir_binary(
+        g, TPU_IR_DIV,
+        tpu_ir_binary(g, TPU_IR_ADD, tpu_ir_binary(g, TPU_IR_MUL, o1, vin),
+                      tpu_ir_binary(g, TPU_IR_SUB, vout, tpu_ir_const_i(g, TPU_I64, 1, md, 2))),
+        vout);
+    tpu_val_t mat = tpu_ir_binary(g, TPU_IR_AND, tpu_ir_compare(g, TPU_CMP_GE, j, start),
+                                  tpu_ir_compare(g, TPU_CMP_LT, j, end));
     tpu_dot_dims_t dn;
     memset(&dn, 0, sizeof dn);
     dn.n_contract = 1;
