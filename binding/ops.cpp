@@ -299,7 +299,7 @@ tpu_status_t prepare(void* user, int count, const tpu_result_type_t* types,
 
 struct SchemaInfo {
   std::vector<bool> is_out;   // kwarg-only written arguments (out=)
-  std::vector<bool> written;  // every written argument that is returned
+  std::vector<bool> written;  // written arguments that are targets
   bool into = false;          // something is written
   bool is_out_variant = false;
   bool returns_list = false;  // a single Tensor[] result
@@ -318,10 +318,18 @@ bool returned(const c10::FunctionSchema& s, const c10::Argument& a) {
 
 SchemaInfo analyze(const c10::FunctionSchema& s) {
   SchemaInfo info;
+  bool fresh = false, has_out = false;  // new tensors returned; out= arguments
+  for (const auto& r : s.returns()) fresh |= !r.alias_info();
+  for (const auto& a : s.arguments())
+    has_out |= a.alias_info() && a.alias_info()->isWrite() && a.kwarg_only();
   for (const auto& a : s.arguments()) {
-    // Written arguments that no return aliases (batch norm's running stats)
-    // are inputs that the lowering updates itself (tpu_lower_write_arg).
-    bool w = a.alias_info() && a.alias_info()->isWrite() && returned(s, a);
+    // Written arguments are targets (self of in-place ops, out=, every
+    // written argument of ops returning nothing or only aliases), except
+    // those of ops that also make new tensors or have out= arguments without
+    // returning them (batch norm's running stats): those are inputs that the
+    // lowering updates itself (tpu_lower_write_arg).
+    bool w = a.alias_info() && a.alias_info()->isWrite() &&
+             (a.kwarg_only() || returned(s, a) || !(fresh || has_out));
     info.written.push_back(w);
     info.is_out.push_back(w && a.kwarg_only());
     info.into |= w;
