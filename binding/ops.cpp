@@ -297,6 +297,10 @@ tpu_status_t prepare(void* user, int count, const tpu_result_type_t* types,
     if (!call->into) {
       call->results.reserve(static_cast<size_t>(count));
       for (int k = 0; k < count; ++k) {
+        if (types[k].dtype == TPU_DTYPE_INVALID) {  // absent: an undefined tensor
+          call->results.emplace_back();
+          continue;
+        }
         c10::IntArrayRef sizes(types[k].sizes, static_cast<size_t>(types[k].rank));
         call->results.push_back(new_tensor(sizes, to_torch(types[k].dtype), call->device));
         targets[k] = view_of(call->results.back());
@@ -307,6 +311,7 @@ tpu_status_t prepare(void* user, int count, const tpu_result_type_t* types,
       return tpu_status_make(TPU_CODE_INTERNAL, "the op made %d results for %zu outputs",
                              count, call->targets.size());
     for (int k = 0; k < count; ++k) {
+      if (types[k].dtype == TPU_DTYPE_INVALID) continue;  // absent: left as is
       if (call->is_out) resize_out(call->targets[static_cast<size_t>(k)], types[k]);
       targets[k] = view_of(call->targets[static_cast<size_t>(k)]);
     }
@@ -320,17 +325,37 @@ tpu_status_t prepare(void* user, int count, const tpu_result_type_t* types,
 
 struct SchemaInfo {
   std::vector<bool> is_out;   // kwarg-only written arguments (out=)
-  std::vector<bool> written;  // every written argument
+  std::vector<bool> written;  // written arguments that are targets
   bool into = false;          // something is written
   bool is_out_variant = false;
   bool returns_list = false;  // a single Tensor[] result
   size_t num_returns = 0;
 };
 
+// Whether a return aliases argument `a` (self of an in-place op, out=).
+bool returned(const c10::FunctionSchema& s, const c10::Argument& a) {
+  for (const auto& r : s.returns()) {
+    if (!r.alias_info()) continue;
+    for (const auto& set : a.alias_info()->beforeSets())
+      if (r.alias_info()->beforeSets().count(set)) return true;
+  }
+  return false;
+}
+
 SchemaInfo analyze(const c10::FunctionSchema& s) {
   SchemaInfo info;
+  bool fresh = false, has_out = false;  // new tensors returned; out= arguments
+  for (const auto& r : s.returns()) fresh |= !r.alias_info();
+  for (const auto& a : s.arguments())
+    has_out |= a.alias_info() && a.alias_info()->isWrite() && a.kwarg_only();
   for (const auto& a : s.arguments()) {
-    bool w = a.alias_info() && a.alias_info()->isWrite();
+    // Written arguments are targets (self of in-place ops, out=, every
+    // written argument of ops returning nothing or only aliases), except
+    // those of ops that also make new tensors or have out= arguments without
+    // returning them (batch norm's running stats): those are inputs that the
+    // lowering updates itself (tpu_lower_write_arg).
+    bool w = a.alias_info() && a.alias_info()->isWrite() &&
+             (a.kwarg_only() || returned(s, a) || !(fresh || has_out));
     info.written.push_back(w);
     info.is_out.push_back(w && a.kwarg_only());
     info.into |= w;

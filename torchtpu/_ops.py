@@ -19,7 +19,12 @@ def _qualified(schema):
 
 
 def _is_composite_implicit(qualified):
-    return torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "CompositeImplicitAutograd")
+    """A CompositeImplicitAutograd op without its own autograd formula: a
+    backend kernel would replace its decomposition, and with it the only way
+    autograd differentiates it. Ops that have both (_fused_rms_norm) keep
+    their formula, like the CUDA kernels of those ops."""
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    return has(qualified, "CompositeImplicitAutograd") and not has(qualified, "Autograd")
 
 
 def variants(spec):

@@ -169,7 +169,9 @@ typedef struct tpu_result_type {
 
 // Called once the results' types are known; fills targets[0..count) with the
 // views to write (new tensors for a functional call, the out= or self tensors
-// otherwise; a view with a NULL slot drops that result). It runs with the
+// otherwise; a view with a NULL slot drops that result). An absent result
+// (an undefined tensor, e.g. a gradient output_mask leaves out) has dtype
+// TPU_DTYPE_INVALID and is never written. It runs with the
 // device's recording lock held and must not call back into the engine, except
 // to create slots.
 typedef tpu_status_t (*tpu_prepare_fn)(void* user, int count,

@@ -226,6 +226,28 @@ void tpu_lower_out(tpu_lower_ctx_t* cx, int k, tpu_val_t v) {
   if (cx->num_outs <= k) cx->num_outs = k + 1;
 }
 
+void tpu_lower_write_arg(tpu_lower_ctx_t* cx, int i, tpu_val_t v) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  if (!tpu_graph_ok(cx->g)) return;
+  if (a->kind != TPU_ARG_TENSOR) {
+    tpu_graph_fail(cx->g, tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                                          "%s: argument %d must be a tensor to write",
+                                          cx->row->name, i));
+    return;
+  }
+  const tpu_type_t* t = tpu_ir_type(cx->g, v);
+  bool same = t->rank == a->tensor->rank;
+  for (int d = 0; same && d < t->rank; ++d) same = t->dims[d] == a->tensor->sizes[d];
+  if (!same) {
+    tpu_graph_fail(cx->g, tpu_status_make(TPU_CODE_INTERNAL,
+                                          "%s: value written to argument %d has another shape",
+                                          cx->row->name, i));
+    return;
+  }
+  // A rewrite of the argument's slot, undone with the op if it fails.
+  tpu_dev_write(cx->dev, a->tensor, v);
+}
+
 int tpu_arg_count(const tpu_lower_ctx_t* cx, int i) {
   const tpu_arg_t* a = tpu_arg(cx, i);
   return a->kind == TPU_ARG_TENSORS || a->kind == TPU_ARG_INTS ||
@@ -255,8 +277,12 @@ tpu_val_t tpu_lower_tensor_at(tpu_lower_ctx_t* cx, int i, int j) {
 
 static void fill_types(tpu_lower_ctx_t* cx, tpu_result_type_t* types) {
   for (int k = 0; k < cx->num_outs; ++k) {
-    const tpu_type_t* t = tpu_ir_type(cx->g, cx->outs[k]);
     memset(&types[k], 0, sizeof types[k]);
+    if (cx->outs[k] == TPU_VAL_NONE) {  // an absent result (undefined tensor)
+      types[k].dtype = TPU_DTYPE_INVALID;
+      continue;
+    }
+    const tpu_type_t* t = tpu_ir_type(cx->g, cx->outs[k]);
     types[k].dtype = t->dtype;
     types[k].rank = t->rank;
     memcpy(types[k].sizes, t->dims, sizeof(int64_t) * (size_t)t->rank);
@@ -358,7 +384,8 @@ static tpu_status_t op_call(int op, int device, const tpu_arg_t* args,
     s = prepare(user, n, types, targets);
   }
   for (int k = 0; !s && k < n; ++k) {
-    if (!targets[k].slot) continue;  // the caller does not want this result
+    // The caller does not want this result, or the op has none.
+    if (!targets[k].slot || cx.outs[k] == TPU_VAL_NONE) continue;
     if (mode == TPU_WRITE_INTO) s = check_target(row, &types[k], &targets[k]);
     if (!s) tpu_dev_write(d, &targets[k], cx.outs[k]);
   }

@@ -133,11 +133,18 @@ tpu_val_t tpu_lower_const_like(tpu_lower_ctx_t* cx, tpu_val_t v, double value);
 // both), accumulating half precision in float; result dtype `out`.
 tpu_val_t tpu_lower_matmul_values(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b,
                                   int batch, tpu_dtype_t out);
-// Sets result k (results are numbered from 0 without gaps).
+// Sets result k (results are numbered from 0 without gaps). TPU_VAL_NONE
+// makes result k absent: an undefined tensor, as PyTorch's backward kernels
+// return for gradients that output_mask does not ask for.
 void tpu_lower_out(tpu_lower_ctx_t* cx, int k, tpu_val_t v);
 // The dtype of out= tensor k when the op was called as an out= variant
 // (factory ops compute in it), else `dflt`.
 tpu_dtype_t tpu_lower_out_dtype(const tpu_lower_ctx_t* cx, int k, tpu_dtype_t dflt);
+// Writes `v` (converted to the argument's dtype; same shape) into tensor
+// argument i: for arguments an op updates besides its results, such as batch
+// norm's running statistics. Later reads of the argument see the new value,
+// so write after reading.
+void tpu_lower_write_arg(tpu_lower_ctx_t* cx, int i, tpu_val_t v);
 // Element j of TENSORS argument i as a value; the list's length.
 tpu_val_t tpu_lower_tensor_at(tpu_lower_ctx_t* cx, int i, int j);
 int tpu_arg_count(const tpu_lower_ctx_t* cx, int i);
