@@ -70,6 +70,10 @@ def test_nll_loss_forms():
     check_grad(lambda a, b: F.nll_loss(a, b), x[0].detach().requires_grad_(), torch.tensor(2))
     check_grad(lambda a, b: F.nll_loss(a, b, reduction="none"),
                x[1].detach().requires_grad_(), torch.tensor(1))
+    for reduction in range(3):
+        for t in (torch.tensor(2), torch.tensor(-100)):
+            check(lambda a, b: A.nll_loss_forward(a, b, None, reduction, -100), x[0].detach(), t)
+        check(lambda a, b: A.nll_loss_forward(a, b, None, reduction, -100), torch.randn(1), torch.tensor([0]))
     check(lambda a, b: F.nll_loss(a, b), x.detach(), torch.tensor([0, 2, 1, 1], dtype=torch.uint8))
     check(lambda a, b: F.nll_loss(a, b), x.detach().double(), torch.tensor([0, 2, 1, 1]))
     # Everything ignored: the mean is 0/0.

@@ -133,7 +133,7 @@ def test_prod_forms():
 
 #===--- amax, amin, max, min, aminmax ---===#
 
-@pytest.mark.parametrize("dtype", FLOATS + [torch.int8, torch.uint8, torch.int64, torch.bool], ids=str)
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int8, torch.bool], ids=str)
 def test_amax_amin(dtype):
     x = sample(dtype)
     for op in (torch.amax, torch.amin):
@@ -219,7 +219,7 @@ def test_max_dim_forms_and_errors():
                                                torch.empty(3, 5, dtype=torch.int32, device=a.device))), x)
 
 
-@pytest.mark.parametrize("dtype", FLOATS + [torch.int64, torch.uint8], ids=str)
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64], ids=str)
 def test_argmax_argmin(dtype):
     x = ties(dtype=dtype)
     for op in (torch.argmax, torch.argmin):
@@ -464,7 +464,7 @@ def test_softmax(dtype):
 
 
 def test_softmax_forms_and_errors():
-    x = torch.tensor([[-inf, 0.0, 1.0], [-inf, -inf, -inf], [inf, 0.0, 1.0], [1e4, -1e4, 0.0]])
+    x = torch.tensor([[-inf, 0.0, 1.0], [-inf, -inf, -inf], [inf, 0.0, 1.0], [1e4, -1e4, 0.0], [nan, 0.0, 1.0]])
     check(lambda a: (a.softmax(1), a.log_softmax(1)), x)
     check(lambda a: (a.softmax(0), a.log_softmax(-1)), torch.tensor(2.0))
     check(lambda a: (a.softmax(0), a.log_softmax(1)), torch.empty(0, 3))
@@ -528,5 +528,6 @@ def test_reduction_gradients():
     run(lambda a: torch.linalg.vector_norm(a, 2, 1), allow={"aten::masked_fill_.Scalar"})
     run(lambda a: a.std(0), allow={"aten::masked_fill_.Scalar"})
     run(lambda a: a.cumsum(1), allow={"aten::flip"})
+    run(lambda a: a.cumprod(2), allow={"aten::flip"})
     run(lambda a: a.max(1)[0], allow={"aten::scatter.src_out", "aten::zero_"})
     run(lambda a: a.max(), allow={"aten::isnan", "aten::masked_fill_.Tensor", "aten::zero_"})

@@ -182,9 +182,9 @@ static tpu_status_t nll_check_shapes(tpu_lower_ctx_t* cx, int self_arg, int targ
                            "no classes but got weight tensor of shape: %s",
                            (long long)classes, b);
   }
-  if (sr == 1 && tr == 1 && t[0] != 1)
-    return tpu_status_make(TPU_CODE_UNIMPLEMENTED,
-                           "nll_loss: a 1-D input with %lld targets is not supported",
+  if (sr == 1 && tr == 1 && t[0] != 1)  // CPU raises ValueError (no code maps to it)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "For 1D input, 1D target must have size 1, but got target size: %lld",
                            (long long)t[0]);
   return TPU_OK;
 }
@@ -249,7 +249,8 @@ static tpu_status_t nll_forward(tpu_lower_ctx_t* cx, bool is2d) {
   tpu_val_t out;
   if (reduction == RED_NONE) {
     out = loss;
-    total = scalar_like(cx, total, 0);
+    // CPU leaves total_weight at 0 for a batch, but fills it for one sample.
+    if (p.self.rank > 1) total = scalar_like(cx, total, 0);
   } else {
     out = sum_all(cx, loss);
     if (reduction == RED_MEAN) out = BIN(DIV, out, total);

@@ -215,7 +215,7 @@ tpu_status_t tpu_lower_sum_all(tpu_lower_ctx_t* cx) { return accumulate(cx, ACC_
 tpu_status_t tpu_lower_nansum(tpu_lower_ctx_t* cx) {
   if (tpu_dtype_is_complex(tpu_arg_value_dtype(cx, 0)))
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
-                           "nansum does not support complex inputs");
+                           "nansum on CPU does not support complex inputs");
   return accumulate(cx, ACC_NANSUM, 1, 2, 3);
 }
 // mean.dim(self, dim, keepdim=False, *, dtype=None)
@@ -546,6 +546,9 @@ tpu_status_t tpu_lower_norm(tpu_lower_ctx_t* cx) { return vector_norm(cx, true);
 // shifted by 0 (as PyTorch) so that all -inf gives -inf and +inf gives inf.
 tpu_status_t tpu_lower_logsumexp(tpu_lower_ctx_t* cx) {
   tpu_dtype_t in = tpu_arg_value_dtype(cx, 0);
+  if (tpu_dtype_is_complex(in))
+    return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "logsumexp of complex tensors is not "
+                           "supported on the tpu device");
   tpu_dtype_t out = tpu_to_float(in);
   int rank = tpu_arg_rank(cx, 0);
   const int64_t* sizes = tpu_arg_sizes(cx, 0);
