@@ -184,6 +184,8 @@ def test_max_min_all(dtype):
 def test_max_min_all_errors():
     check_error(lambda a: a.max(), torch.empty(0, 3))
     check_error(lambda a: a.min(), torch.empty(0))
+    check(lambda a: torch.max(a, out=torch.empty((), dtype=torch.float64, device=a.device)),
+          torch.randn(3))  # CPU converts into out here
 
 
 @pytest.mark.parametrize("dtype", FLOATS + [torch.int32, torch.bool], ids=str)

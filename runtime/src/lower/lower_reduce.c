@@ -264,7 +264,9 @@ static tpu_status_t amax_amin(tpu_lower_ctx_t* cx, bool is_max) {
   int64_t dims[TPU_MAX_RANK];
   int n;
   TPU_RETURN_IF_ERROR(reduce_dims(cx, 1, rank, dims, &n));
-  TPU_RETURN_IF_ERROR(check_nonempty(cx, name, tpu_arg_count(cx, 1) > 0, dims, n));
+  const int64_t* listed;
+  bool dims_given = tpu_arg_ints(cx, 1, &listed) > 0;
+  TPU_RETURN_IF_ERROR(check_nonempty(cx, name, dims_given, dims, n));
   tpu_val_t r = reduce_extreme(cx, tpu_lower_tensor(cx, 0), dims, n, is_max);
   if (tpu_arg_bool(cx, 2, false)) r = keep_dims(cx, r, tpu_arg_sizes(cx, 0), rank, dims, n);
   tpu_lower_out(cx, 0, r);
@@ -500,7 +502,8 @@ static tpu_status_t vector_norm(tpu_lower_ctx_t* cx, bool is_norm) {
   if (p < 0 || isinf(p)) {  // max, min and negative powers have no identity
     char ord[32];
     snprintf(ord, sizeof ord, "%g", p);
-    if (tpu_arg_count(cx, 2) == 0 && numel(sizes, rank) == 0)
+    const int64_t* listed;
+    if (tpu_arg_ints(cx, 2, &listed) == 0 && numel(sizes, rank) == 0)
       return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                              "linalg.vector_norm cannot compute the %s norm on an empty "
                              "tensor because the operation does not have an identity", ord);
