@@ -33,6 +33,8 @@ typedef enum tpu_rule {
 enum {
   TPU_F_CAST_CHECK = 1,  // in-place / out=: result must be castable to the
                          // target dtype (TensorIterator's rule)
+  TPU_F_OUT_EXACT = 2,   // out=: the target must have the result's dtype
+                         // (structured kernels' check; rows without in-place)
 };
 
 typedef struct tpu_op_row {

@@ -1,0 +1,535 @@
+"""Reductions, scans and softmax against CPU PyTorch: values, dtypes, shapes,
+keepdim, out= and in-place forms, gradients, and the errors CPU raises."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import TPU, assert_same, check, check_error, fallbacks, to_tpu
+
+FLOATS = [torch.float32, torch.bfloat16, torch.float16]
+nan, inf = math.nan, math.inf
+
+
+@pytest.fixture(autouse=True)
+def seed():
+    torch.manual_seed(0)
+
+
+def sample(dtype, shape=(3, 4, 5)):
+    if dtype == torch.bool:
+        return torch.rand(shape) > 0.5
+    if dtype.is_complex:
+        return torch.randn(shape, dtype=dtype)
+    if dtype.is_floating_point:
+        return torch.randn(shape).to(dtype)
+    lo = 0 if dtype == torch.uint8 else -5
+    return torch.randint(lo, 6, shape).to(dtype)
+
+
+def ties(shape=(3, 4, 5), dtype=torch.float32):
+    """Small integers: many equal values, to test tie-breaking."""
+    return torch.randint(0, 3, shape).to(dtype)
+
+
+def check_grad(fn, *inputs, allow=(), atol=None, rtol=None):
+    """fn's result and the gradients of its inputs (requires_grad leaves) on
+    tpu equal CPU's for a random upstream gradient. Only the ops in `allow`
+    (other families' ops used by the backward formula) may fall back."""
+    expected = fn(*inputs)
+    grad = torch.randn(expected.shape).to(expected.dtype)
+    expected.backward(grad)
+    tpu_inputs = [to_tpu(x) for x in inputs]
+    before = fallbacks()
+    actual = fn(*tpu_inputs)
+    actual.backward(grad.to(TPU))
+    torch.tpu.synchronize()
+    new = {k for k, v in fallbacks().items() if v != before.get(k, 0)}
+    assert new <= set(allow), f"unexpected CPU fallbacks: {new - set(allow)}"
+    assert_same(expected, actual, atol, rtol)
+    for x, t in zip(inputs, tpu_inputs):
+        if isinstance(x, torch.Tensor) and x.requires_grad:
+            assert_same(x.grad, t.grad, atol, rtol)
+
+
+#===--- sum, nansum, mean, prod ---===#
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int32, torch.bool, torch.uint8], ids=str)
+def test_sum(dtype):
+    x = sample(dtype)
+    check(lambda a: a.sum(), x)
+    check(lambda a: a.sum(1), x)
+    check(lambda a: a.sum((0, -1), keepdim=True), x)
+
+
+def test_sum_forms():
+    x = sample(torch.float32)
+    check(lambda a: a.sum([]), x)
+    check(lambda a: a.sum(dim=None, keepdim=True), x)
+    check(lambda a: a.sum(2, dtype=torch.float64), x)
+    check(lambda a: a.sum(dtype=torch.bfloat16), x)
+    check(lambda a: a.sum(0, dtype=torch.int32), sample(torch.int16))
+    check(lambda a: torch.sum(a, 1, out=torch.empty(3, 5, device=a.device)), x)
+    check(lambda a: torch.ops.aten.sum.out(a, out=torch.empty((), device=a.device)), x)
+    check(lambda a: a.sum(0), torch.empty(0, 4))
+    check(lambda a: a.sum(), torch.tensor(2.5))
+    check(lambda a: a.sum(0), torch.tensor(2.5))
+    check_error(lambda a: a.sum(3), x)
+    check_error(lambda a: a.sum((0, -3)), x)
+
+
+def test_nansum():
+    x = sample(torch.float32)
+    x[0, 1, 2] = x[2, 3, 4] = nan
+    check(lambda a: a.nansum(), x)
+    check(lambda a: a.nansum((0, 2), keepdim=True), x)
+    check(lambda a: a.nansum(1), x.bfloat16())
+    check(lambda a: a.nansum(), sample(torch.int32))
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_mean(dtype):
+    x = sample(dtype)
+    check(lambda a: a.mean(), x)
+    check(lambda a: a.mean(1), x)
+    check(lambda a: a.mean((0, 2), keepdim=True), x)
+
+
+def test_mean_forms():
+    x = sample(torch.float32)
+    check(lambda a: a.mean(dtype=torch.float64), x)
+    check(lambda a: a.mean(0, dtype=torch.float64), x)
+    check(lambda a: a.mean([]), x)
+    check(lambda a: a.mean(), torch.empty(0))
+    check(lambda a: a.mean(0), torch.empty(0, 3))
+    check(lambda a: a.mean(1), sample(torch.complex64))
+    check(lambda a: torch.mean(a, 0, out=torch.empty(4, 5, device=a.device)), x)
+    check(lambda a: torch.mean(a, 0, out=torch.empty(4, 5, dtype=torch.float64, device=a.device)), x)
+    check_error(lambda a: a.mean(), sample(torch.int64))
+    check_error(lambda a: a.mean(), sample(torch.bool))
+    check_error(lambda a: a.mean(dtype=torch.int64), x)
+    check_error(lambda a: torch.mean(a, 0, out=torch.empty(4, 5, dtype=torch.int64, device=a.device)), x)
+    check_error(lambda a: a.mean(5), x)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int32, torch.bool], ids=str)
+def test_prod(dtype):
+    x = sample(dtype, (3, 4))
+    check(lambda a: a.prod(), x)
+    check(lambda a: a.prod(1), x)
+    check(lambda a: a.prod(0, keepdim=True), x)
+
+
+def test_prod_forms():
+    x = sample(torch.float32, (3, 4))
+    check(lambda a: a.prod(dtype=torch.float64), x)
+    check(lambda a: a.prod(-1, dtype=torch.float64), x)
+    check(lambda a: a.prod(0), torch.empty(0, 3))
+    check(lambda a: torch.prod(a, 1, out=torch.empty(3, device=a.device)), x)
+    check(lambda a: a.prod(), sample(torch.complex64, (3,)))
+    check_error(lambda a: a.prod(2), x)
+
+
+#===--- amax, amin, max, min, aminmax ---===#
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int8, torch.bool], ids=str)
+def test_amax_amin(dtype):
+    x = sample(dtype)
+    for op in (torch.amax, torch.amin):
+        check(lambda a: op(a), x)
+        check(lambda a: op(a, 1), x)
+        check(lambda a: op(a, (0, 2), keepdim=True), x)
+
+
+def test_extremes_of_integer_dtypes():
+    # The reduction's init value must be the dtype's own extreme.
+    for dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
+        info = torch.iinfo(dtype)
+        x = torch.tensor([info.min, info.min], dtype=dtype)
+        y = torch.tensor([info.max, info.max], dtype=dtype)
+        check(lambda a, b: (a.amax(), b.amin(), a.max(), b.min(), a.max(0), b.min(0)), x, y)
+
+
+def test_amax_nan_and_inf():
+    x = torch.tensor([[1.0, nan, 3.0], [-inf, -inf, -inf], [inf, 2.0, nan]])
+    for op in (torch.amax, torch.amin):
+        check(lambda a: op(a, 1), x)
+        check(lambda a: op(a, 0), x)
+    check(lambda a: (a.max(), a.min()), x)
+    check(lambda a: (a.max(), a.min()), x[1])
+
+
+def test_amax_forms_and_errors():
+    x = sample(torch.float32)
+    check(lambda a: torch.amax(a, 1, out=torch.empty(3, 5, device=a.device)), x)
+    check(lambda a: torch.amin(a, -1, keepdim=True), x)
+    check(lambda a: a.amax(1), torch.empty(0, 4))
+    check(lambda a: a.amax(), torch.tensor(2.0))
+    check_error(lambda a: a.amax(0), torch.empty(0, 4))
+    check_error(lambda a: a.amax(), torch.empty(0, 4))
+    check_error(lambda a: a.amin((0, 0)), x)
+    check_error(lambda a: a.amax(3), x)
+    check_error(lambda a: torch.amax(a, 1, out=torch.empty(3, 5, dtype=torch.int64, device=a.device)), x)
+    check_error(lambda a: a.amax(), sample(torch.complex64))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int32, torch.bool], ids=str)
+def test_max_min_all(dtype):
+    x = sample(dtype)
+    check(lambda a: (a.max(), a.min()), x)
+    check(lambda a: torch.max(a, out=torch.empty((), dtype=dtype, device=a.device)), x)
+
+
+def test_max_min_all_errors():
+    check_error(lambda a: a.max(), torch.empty(0, 3))
+    check_error(lambda a: a.min(), torch.empty(0))
+    check(lambda a: torch.max(a, out=torch.empty((), dtype=torch.float64, device=a.device)),
+          torch.randn(3))  # CPU converts into out here
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int32, torch.bool], ids=str)
+def test_max_min_dim(dtype):
+    x = ties(dtype=dtype) if dtype != torch.bool else sample(dtype)
+    for op in (torch.max, torch.min):
+        check(lambda a: op(a, 1), x)
+        check(lambda a: op(a, -1, keepdim=True), x)
+        check(lambda a: op(a, 0), x)
+
+
+def test_max_min_dim_nan_ties_inf():
+    x = torch.tensor([[1.0, 3.0, 3.0, nan, nan], [2.0, 2.0, 1.0, 2.0, 1.0],
+                      [-inf, -inf, -inf, -inf, -inf], [inf, inf, 0.0, -inf, inf]])
+    for op in (torch.max, torch.min, torch.argmax, torch.argmin):
+        check(lambda a: op(a, 1), x)
+        check(lambda a: op(a, 0), x)
+
+
+def test_max_dim_forms_and_errors():
+    x = sample(torch.float32)
+    check(lambda a: torch.max(a, 1, out=(torch.empty(3, 5, device=a.device),
+                                         torch.empty(3, 5, dtype=torch.int64, device=a.device))), x)
+    check(lambda a: torch.min(a, 0, keepdim=True), x)
+    check(lambda a: torch.max(a, 0), torch.tensor(3.0))
+    check(lambda a: torch.min(a, -1, keepdim=True), torch.tensor(3.0))
+    check(lambda a: torch.max(a, 1), torch.empty(0, 4))
+    check_error(lambda a: torch.max(a, 0), torch.empty(0, 4))
+    check_error(lambda a: torch.min(a, 3), x)
+    check_error(lambda a: torch.max(a, 1, out=(torch.empty(3, 5, dtype=torch.float64, device=a.device),
+                                               torch.empty(3, 5, dtype=torch.int64, device=a.device))), x)
+    check_error(lambda a: torch.max(a, 1, out=(torch.empty(3, 5, device=a.device),
+                                               torch.empty(3, 5, dtype=torch.int32, device=a.device))), x)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64], ids=str)
+def test_argmax_argmin(dtype):
+    x = ties(dtype=dtype)
+    for op in (torch.argmax, torch.argmin):
+        check(lambda a: op(a), x)
+        check(lambda a: op(a, 1), x)
+        check(lambda a: op(a, -1, keepdim=True), x)
+        check(lambda a: op(a, keepdim=True), x)
+
+
+def test_argmax_forms_and_errors():
+    x = sample(torch.float32)
+    x[1, 2, 3] = x[2, 0, 0] = nan
+    check(lambda a: (a.argmax(), a.argmin(), a.argmax(2), a.argmin(0)), x)
+    check(lambda a: torch.argmax(a, 1, out=torch.empty(3, 5, dtype=torch.int64, device=a.device)), x)
+    check(lambda a: (a.argmax(), a.argmax(0), a.argmin(-1, keepdim=True)), torch.tensor(2.0))
+    check(lambda a: a.argmax(1), torch.empty(0, 3))
+    check_error(lambda a: a.argmax(), torch.empty(0, 3))
+    check_error(lambda a: a.argmin(0), torch.empty(0, 3))
+    check_error(lambda a: a.argmax(), sample(torch.bool))
+    check_error(lambda a: a.argmax(3), x)
+    check_error(lambda a: torch.argmax(a, 1, out=torch.empty(3, 5, dtype=torch.int32, device=a.device)), x)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int32, torch.bool], ids=str)
+def test_aminmax(dtype):
+    x = sample(dtype)
+    check(lambda a: torch.aminmax(a), x)
+    check(lambda a: torch.aminmax(a, dim=1), x)
+    check(lambda a: torch.aminmax(a, dim=-1, keepdim=True), x)
+    check(lambda a: torch.aminmax(a, keepdim=True), x)
+
+
+def test_aminmax_forms_and_errors():
+    x = sample(torch.float32)
+    x[0, 0, 0] = nan
+    check(lambda a: torch.aminmax(a, dim=2), x)
+    check(lambda a: torch.aminmax(a, dim=0), torch.tensor(2.0))
+    check(lambda a: torch.aminmax(a, dim=1), torch.empty(0, 3))
+    check(lambda a: torch.aminmax(a, dim=0, out=(torch.empty(4, 5, device=a.device),
+                                                 torch.empty(4, 5, device=a.device))), x)
+    check_error(lambda a: torch.aminmax(a), torch.empty(0, 3))
+    check_error(lambda a: torch.aminmax(a, dim=0), torch.empty(0, 3))
+    check_error(lambda a: torch.aminmax(a, dim=0, out=(torch.empty(4, 5, dtype=torch.float64, device=a.device),
+                                                       torch.empty(4, 5, device=a.device))), x)
+
+
+#===--- var, std, var_mean, std_mean ---===#
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_var_std(dtype):
+    x = sample(dtype)
+    for op in (torch.var, torch.std, torch.var_mean, torch.std_mean):
+        check(lambda a: op(a), x)
+        check(lambda a: op(a, 1), x)
+        check(lambda a: op(a, (0, 2), keepdim=True, correction=0), x)
+
+
+def test_var_std_forms():
+    x = sample(torch.float32)
+    check(lambda a: a.var(1, unbiased=False), x)
+    check(lambda a: a.std(-1, correction=2), x)
+    check(lambda a: torch.var_mean(a, 0, correction=1.5), x)
+    check(lambda a: a.var([]), x)
+    check(lambda a: a.var(1), sample(torch.complex64))
+    check(lambda a: a.std(), sample(torch.float64))
+    check(lambda a: (a.var(), a.std(0), a.var(1)), torch.ones(1, 2))  # n <= correction
+    check(lambda a: a.var(0), torch.empty(0, 3))
+    check(lambda a: torch.var(a, 1, out=torch.empty(3, 5, device=a.device)), x)
+    check(lambda a: torch.std(a, 1, out=torch.empty(3, 5, dtype=torch.float64, device=a.device)), x)
+    check(lambda a: torch.ops.aten.var_mean.correction_out(
+        a, [1], out0=torch.empty(3, 5, device=a.device), out1=torch.empty(3, 5, device=a.device)), x)
+    check_error(lambda a: a.var(), sample(torch.int64))
+    check_error(lambda a: a.std(3), x)
+    check_error(lambda a: a.var((1, 1)), x)
+
+
+#===--- norms ---===#
+
+ORDS = [2, 1, inf, -inf, 0, 3, 0.5, -1]
+
+
+@pytest.mark.parametrize("ord", ORDS, ids=str)
+def test_vector_norm(ord):
+    x = sample(torch.float32)
+    x[0, 0, :2] = 0
+    check(lambda a: torch.linalg.vector_norm(a, ord), x)
+    check(lambda a: torch.linalg.vector_norm(a, ord, dim=1), x)
+    check(lambda a: torch.linalg.vector_norm(a, ord, dim=(0, 2), keepdim=True), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64, torch.complex64], ids=str)
+def test_vector_norm_dtypes(dtype):
+    x = sample(dtype)
+    check(lambda a: torch.linalg.vector_norm(a), x)
+    check(lambda a: torch.linalg.vector_norm(a, 1, dim=-1), x)
+    check(lambda a: torch.linalg.vector_norm(a, inf, dim=0), x)
+
+
+def test_vector_norm_forms_and_errors():
+    x = sample(torch.float32)
+    check(lambda a: [torch.linalg.vector_norm(a, p, 1) for p in (inf, -inf, 2, 1)],
+          torch.tensor([[1.0, nan, -3.0], [-inf, 1.0, 2.0]]))
+    check(lambda a: torch.linalg.vector_norm(a, dtype=torch.float64), x)
+    check(lambda a: torch.linalg.vector_norm(a, 2, 1, dtype=torch.float32), x.bfloat16())
+    check(lambda a: torch.linalg.vector_norm(a, dim=[]), x)
+    check(lambda a: torch.linalg.vector_norm(a, 3, dim=0), torch.tensor(-2.0))
+    check(lambda a: (torch.linalg.vector_norm(a), torch.linalg.vector_norm(a, 0)), torch.empty(0, 3))
+    check(lambda a: torch.linalg.vector_norm(a, inf, dim=0), torch.empty(2, 0))
+    check(lambda a: torch.linalg.vector_norm(a, 2, 1, out=torch.empty(3, 5, device=a.device)), x)
+    check_error(lambda a: torch.linalg.vector_norm(a), sample(torch.int64))
+    check_error(lambda a: torch.linalg.vector_norm(a, dtype=torch.int64), x)
+    check_error(lambda a: torch.linalg.vector_norm(a, dtype=torch.float16), x)
+    check_error(lambda a: torch.linalg.vector_norm(a, dtype=torch.complex64), x)
+    check_error(lambda a: torch.linalg.vector_norm(a, inf), torch.empty(0, 3))
+    check_error(lambda a: torch.linalg.vector_norm(a, -2, dim=0), torch.empty(0, 3))
+    check_error(lambda a: torch.linalg.vector_norm(a, 2, 3), x)
+    check_error(lambda a: torch.linalg.vector_norm(a, out=torch.empty((), dtype=torch.float64, device=a.device)), x)
+
+
+def test_norm():
+    x = sample(torch.float32)
+    check(lambda a: a.norm(), x)
+    check(lambda a: a.norm(1, dim=1), x)
+    check(lambda a: torch.norm(a, "fro", dim=(0, 1)), x)
+    check(lambda a: torch.norm(a, inf, dim=2, keepdim=True), x)
+    check(lambda a: torch.ops.aten.norm.ScalarOpt_dim(a, None, [1]), x)
+    check(lambda a: torch.ops.aten.norm.ScalarOpt_dim(a, 2.5, [0, 2], True), x)
+    check(lambda a: torch.ops.aten.norm.ScalarOpt_dim_dtype(a, 2, [1], False, dtype=torch.float64), x)
+    check(lambda a: torch.ops.aten.norm.Scalar(a, 3), x)
+    check(lambda a: F.normalize(a, dim=1), x, fallback_ok=True)  # clamp_min: another family
+    check_error(lambda a: torch.ops.aten.norm.ScalarOpt_dim(a, 2, [0]), sample(torch.int64))
+
+
+#===--- logsumexp ---===#
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64], ids=str)
+def test_logsumexp(dtype):
+    x = sample(dtype)
+    check(lambda a: a.logsumexp(1), x)
+    check(lambda a: a.logsumexp((0, 2), keepdim=True), x)
+
+
+def test_logsumexp_infinities_and_forms():
+    x = torch.tensor([[-inf, -inf, -inf], [inf, 1.0, 2.0], [inf, -inf, 0.0], [nan, 1.0, 2.0],
+                      [1e30, 1e30, -1e30]])
+    check(lambda a: a.logsumexp(1), x)
+    check(lambda a: a.logsumexp(0), torch.empty(0, 3))
+    check(lambda a: a.logsumexp(0), torch.tensor(1.5))
+    check(lambda a: torch.logsumexp(a, 1, out=torch.empty(5, device=a.device)), x)
+    check(lambda a: torch.logsumexp(a, 1, out=torch.empty(5, dtype=torch.float64, device=a.device)), x)
+    check_error(lambda a: a.logsumexp(2), x)
+
+
+#===--- cumsum, cumprod ---===#
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int32, torch.bool, torch.uint8], ids=str)
+def test_cumsum_cumprod(dtype):
+    x = sample(dtype, (3, 7, 5))
+    if dtype.is_floating_point:
+        x = (x.float() * 0.5 + 1).to(dtype)  # keep cumprod in range
+    for op in (torch.cumsum, torch.cumprod):
+        check(lambda a: op(a, 1), x)
+        check(lambda a: op(a, -1), x)
+        check(lambda a: op(a, 0), x)
+
+
+@pytest.mark.parametrize("n", [1, 2, 17, 1000])
+def test_cumsum_lengths(n):
+    x = torch.randn(2, n)
+    check(lambda a: (a.cumsum(1), (a * 0.01 + 1).cumprod(1)), x, atol=1e-4, rtol=1e-4)
+
+
+def test_cumsum_forms_and_errors():
+    x = sample(torch.float32, (3, 4))
+    check(lambda a: a.cumsum(1, dtype=torch.float64), x)
+    check(lambda a: a.cumprod(0, dtype=torch.int64), sample(torch.int8, (3, 4)))
+    check(lambda a: (a.cumsum(0), a.cumprod(-1)), torch.tensor(2.5))
+    check(lambda a: a.cumsum(0), torch.empty(0, 3))
+    check(lambda a: a.clone().cumsum_(1), x, fallback_ok=True)  # clone: another family
+    t = x.to(TPU)
+    t.cumsum_(0)
+    assert_same(x.clone().cumsum_(0), t)
+    t = sample(torch.int32, (3, 4))
+    u = t.to(TPU)
+    u.cumprod_(1)
+    assert_same(t.clone().cumprod_(1), u)
+    check(lambda a: torch.cumsum(a, 0, out=torch.empty(3, 4, device=a.device)), x)
+    check(lambda a: torch.cumprod(a, 1, out=torch.empty(3, 4, dtype=torch.float64, device=a.device)), x)
+    check(lambda a: torch.cumsum(a, 1), sample(torch.complex64, (2, 5)))
+    check_error(lambda a: a.cumsum(2), x)
+
+
+#===--- any, all, count_nonzero ---===#
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.float32, torch.int32, torch.bfloat16], ids=str)
+def test_any_all(dtype):
+    x = sample(dtype, (3, 4)) if dtype == torch.bool else torch.randint(0, 2, (3, 4)).to(dtype)
+    x[0] = 1
+    x[1] = 0
+    for op in (torch.any, torch.all):
+        check(lambda a: op(a), x)
+        check(lambda a: op(a, 1), x)
+        check(lambda a: op(a, 0, keepdim=True), x)
+        check(lambda a: op(a, dim=(0, 1)), x)
+
+
+def test_any_all_forms():
+    x = torch.tensor([[0.0, nan, 0.0], [0.0, 0.0, 0.0]])
+    check(lambda a: (a.any(), a.any(1), a.all(0), a.all()), x)
+    check(lambda a: (a.any(dim=[]), a.all(dim=[], keepdim=True)), x)
+    check(lambda a: (a.any(dim=None), a.all(dim=None, keepdim=True)), x)
+    check(lambda a: (a.any(), a.all(), a.any(0), a.all(1)), torch.empty(0, 3))
+    check(lambda a: (a.any(), a.all(0)), torch.tensor(1.0))
+    check(lambda a: torch.any(a, 1, out=torch.empty(2, dtype=torch.bool, device=a.device)), x)
+    check(lambda a: torch.all(a, out=torch.empty((), dtype=torch.bool, device=a.device)), x)
+    check(lambda a: torch.any(a, (0, 1), out=torch.empty((), dtype=torch.bool, device=a.device)), x)
+    check_error(lambda a: a.any(2), x)
+    check_error(lambda a: a.all((0, 0)), x)
+
+
+def test_count_nonzero():
+    x = torch.randint(0, 3, (3, 4, 5)).float()
+    x[0, 0, 0] = nan
+    check(lambda a: torch.count_nonzero(a), x)
+    check(lambda a: torch.count_nonzero(a, 1), x)
+    check(lambda a: torch.count_nonzero(a, (0, 2)), x)
+    check(lambda a: torch.count_nonzero(a, dim=[]), x)
+    check(lambda a: torch.count_nonzero(a, -1), x > 1)
+    check(lambda a: torch.count_nonzero(a, 0), torch.tensor(2))
+    check_error(lambda a: torch.count_nonzero(a, (0, 0)), x)
+    check_error(lambda a: torch.count_nonzero(a, 3), x)
+
+
+#===--- softmax ---===#
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.float64], ids=str)
+def test_softmax(dtype):
+    x = sample(dtype)
+    for op in (torch.softmax, torch.log_softmax):
+        check(lambda a: op(a, 1), x)
+        check(lambda a: op(a, -1), x)
+
+
+def test_softmax_forms_and_errors():
+    x = torch.tensor([[-inf, 0.0, 1.0], [-inf, -inf, -inf], [inf, 0.0, 1.0], [1e4, -1e4, 0.0], [nan, 0.0, 1.0]])
+    check(lambda a: (a.softmax(1), a.log_softmax(1)), x)
+    check(lambda a: (a.softmax(0), a.log_softmax(-1)), torch.tensor(2.0))
+    check(lambda a: (a.softmax(0), a.log_softmax(1)), torch.empty(0, 3))
+    check(lambda a: F.softmax(a, 1, dtype=torch.float64), x)
+    check(lambda a: F.log_softmax(a, 0, dtype=torch.float32), sample(torch.bfloat16))
+    y = sample(torch.float32)
+    check(lambda a: torch._softmax(a, 1, False, out=torch.empty(3, 4, 5, device=a.device)), y)
+    check_error(lambda a: a.softmax(3), y)
+    check_error(lambda a: a.softmax(0), sample(torch.int64))
+    check_error(lambda a: torch._log_softmax(a, 1, False, out=torch.empty(3, 4, 5, dtype=torch.float64,
+                                                                            device=a.device)), y)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_softmax_half_to_float(dtype):
+    # CPU refuses half_to_float (CUDA accepts it): compare with float math.
+    x = sample(dtype)
+    for op, bwd in ((torch._softmax, torch._softmax_backward_data),
+                    (torch._log_softmax, torch._log_softmax_backward_data)):
+        expected = op(x.float(), 1, False)
+        actual = op(x.to(TPU), 1, True)
+        assert_same(expected, actual)
+        g = torch.randn(expected.shape)
+        assert_same(bwd(g, expected, 1, torch.float32).to(dtype),
+                    bwd(g.to(TPU), actual, 1, dtype))
+    with pytest.raises(RuntimeError):
+        torch._softmax(x.float().to(TPU), 1, True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_softmax_backward(dtype):
+    # A one-ulp difference of a half-precision forward result is amplified
+    # by the cancellation in g - sum(g * y): compare at twice the ulp.
+    tol = {torch.float32: {}, torch.bfloat16: dict(atol=8e-3, rtol=2e-2),
+           torch.float16: dict(atol=1e-3, rtol=2e-3)}[dtype]
+    x = sample(dtype).requires_grad_()
+    check_grad(lambda a: a.softmax(1), x, **tol)
+    x.grad = None
+    check_grad(lambda a: a.log_softmax(-1), x, **tol)
+    g, y = sample(dtype), sample(dtype).softmax(0)
+    check(lambda a, b: torch._softmax_backward_data(a, b, 0, dtype), g, y)
+    check(lambda a, b: torch._log_softmax_backward_data(a, b, 2, dtype), g, y.log())
+    check_error(lambda a, b: torch._softmax_backward_data(a, b, 0, dtype), g, y[:2])
+
+
+#===--- gradients through reductions ---===#
+
+def test_reduction_gradients():
+    x = sample(torch.float32).requires_grad_()
+
+    def run(fn, allow=()):
+        x.grad = None
+        check_grad(fn, x, allow=allow, atol=1e-5, rtol=1e-4)
+
+    run(lambda a: a.sum(1))
+    run(lambda a: a.mean((0, 2)))
+    run(lambda a: a.amax(1))
+    run(lambda a: a.var(1))
+    run(lambda a: a.logsumexp(2))
+    run(lambda a: a.prod(1))
+    run(lambda a: torch.linalg.vector_norm(a, 2, 1), allow={"aten::masked_fill_.Scalar"})
+    run(lambda a: a.std(0), allow={"aten::masked_fill_.Scalar"})
+    run(lambda a: a.cumsum(1), allow={"aten::flip"})
+    run(lambda a: a.cumprod(2), allow={"aten::flip"})
+    run(lambda a: a.max(1)[0], allow={"aten::scatter.src_out", "aten::zero_"})
+    run(lambda a: a.max(), allow={"aten::isnan", "aten::masked_fill_.Tensor", "aten::zero_"})
