@@ -107,7 +107,7 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
   int cap = d->num_written + 1;
   tpu_program_output_t small_outs[STACK_OUTS];
   tpu_slot_t* small_slots[STACK_OUTS];
-  tpu_buffer_t* small_bufs[STACK_OUTS];
+  tpu_buffer_t* small_bufs[STACK_OUTS] = {NULL};  // released below even when nothing ran
   tpu_program_output_t* outs = cap <= STACK_OUTS ? small_outs : tpu_malloc(sizeof *outs * (size_t)cap);
   tpu_slot_t** out_slots = cap <= STACK_OUTS ? small_slots : tpu_malloc(sizeof *out_slots * (size_t)cap);
   tpu_buffer_t** results = cap <= STACK_OUTS ? small_bufs : tpu_calloc((size_t)cap, sizeof *results);
