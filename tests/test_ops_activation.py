@@ -33,7 +33,8 @@ def inputs(dtype, n=150, seed=0, special=True):
 # saturating tails (values around 1e-7).
 ATOL = 2e-5
 # torch.testing's default rtol per dtype.
-RTOL = {torch.float16: 1e-3, torch.bfloat16: 1.6e-2, torch.float32: 1.3e-6}
+RTOL = {torch.float16: 1e-3, torch.bfloat16: 1.6e-2, torch.float32: 1.3e-6,
+        torch.float64: 1e-7}
 
 
 def tols(dtype):
@@ -74,7 +75,7 @@ FORWARD = {
 }
 
 
-@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("dtype", FLOATS + [torch.float64], ids=str)
 def test_forward(dtype):
     check_ops(FORWARD, inputs(dtype))
 
@@ -108,7 +109,7 @@ BACKWARD_OPS = {
 }
 
 
-@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("dtype", FLOATS + [torch.float64], ids=str)
 def test_backward_ops(dtype):
     x = inputs(dtype)
     g = inputs(dtype, seed=1, special=False)[: x.numel()]

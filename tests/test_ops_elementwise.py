@@ -380,6 +380,39 @@ def test_int_overflow_wraps():
                "negu8": lambda a, b, c: -c}, i8, i32, u8)
 
 
+def test_float64():
+    # The lowerings with their own f64 paths (bit patterns, constants).
+    x = floats(torch.float64, n=60)
+    y = floats(torch.float64, n=60, seed=3)
+    check_ops({"log2": lambda x, y: torch.log2(x), "log2_pow2": lambda x, y: torch.log2(torch.exp2(x.round())),
+               "signbit": lambda x, y: torch.signbit(x), "copysign": torch.copysign,
+               "nan_to_num": lambda x, y: torch.nan_to_num(x), "hypot": torch.hypot,
+               "round2": lambda x, y: torch.round(x, decimals=2), "pow-0.5": lambda x, y: x ** -0.5,
+               "pow3": lambda x, y: x ** 3, "remainder": torch.remainder, "floor_divide": torch.floor_divide,
+               "digamma": lambda x, y: torch.digamma(x), "maximum": torch.maximum, "fmin": torch.fmin},
+              x, y)
+
+
+def test_complex():
+    # The ops PyTorch defines for complex numbers; the others raise as on CPU
+    # (XLA would crash or compute something else).
+    z = torch.tensor([1 + 2j, -3 - 0.5j, 0j, 2.5 - 1j, -0.5 + 4j], dtype=torch.complex64)
+    x = torch.tensor([1.0, -2.0, 0.5, 0.0, 3.0])
+    check_ops({"abs": lambda z, x: torch.abs(z), "sgn": lambda z, x: torch.sgn(z),
+               "isnan": lambda z, x: torch.isnan(z), "isinf": lambda z, x: torch.isinf(z),
+               "logical_not": lambda z, x: torch.logical_not(z), "eq": lambda z, x: z == z * 1,
+               "mixed": lambda z, x: z * x + x, "pow": lambda z, x: z ** 2,
+               "reciprocal": lambda z, x: torch.reciprocal(z + 1),
+               "where": lambda z, x: torch.where(x > 0, z, 0),
+               "addcmul": lambda z, x: torch.addcmul(z, z, x)}, z, x)
+    for fn in [torch.sign, torch.floor, torch.round, torch.signbit, torch.isposinf,
+               torch.lgamma, torch.erfc, torch.relu, lambda z: z < z, lambda z: torch.fmod(z, z),
+               lambda z: torch.remainder(z, 2), lambda z: torch.floor_divide(z, z),
+               lambda z: torch.clamp(z, 0, 1), lambda z: torch.maximum(z, z),
+               lambda z: torch.copysign(z, z), lambda z: torch.atan2(z, z)]:
+        check_error(fn, z)
+
+
 #===--- in-place and out= ---===#
 
 def test_inplace_variants():

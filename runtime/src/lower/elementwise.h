@@ -19,6 +19,9 @@ typedef tpu_val_t (*tpu_ew_fn2)(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b);
 // Argument 0 under `rule`, computed with fn.
 TPU_MUST_USE tpu_status_t tpu_ew_unary(tpu_lower_ctx_t* cx, tpu_rule_t rule,
                                        tpu_ew_fn1 fn);
+// The same with TPU_EW_* flags (below).
+TPU_MUST_USE tpu_status_t tpu_ew_unary_ex(tpu_lower_ctx_t* cx, tpu_rule_t rule,
+                                          tpu_ew_fn1 fn, int flags);
 // Arguments 0 and 1 promoted, checked under `rule`, broadcast, computed with fn.
 // Like PyTorch's TensorIterator, operands (numbers too) are first converted
 // to the common dtype, then widened to the compute dtype.
@@ -28,6 +31,7 @@ enum {
   TPU_EW_STORAGE = 1,      // compute in the common dtype itself: CPU kernels
                            // that round every step of f16 / bf16 math
   TPU_EW_EXACT_OTHER = 2,  // a number in arg 1 keeps its full precision
+  TPU_EW_REAL = 4,         // complex operands refused (NotImplementedError)
 };
 TPU_MUST_USE tpu_status_t tpu_ew_binary_ex(tpu_lower_ctx_t* cx, tpu_rule_t rule,
                                            tpu_ew_fn2 fn, int flags);

@@ -12,12 +12,20 @@
 
 #include "lower/elementwise.h"
 
+// Activations take real numbers only.
+static tpu_status_t real(tpu_lower_ctx_t* cx, tpu_dtype_t t) {
+  if (!tpu_dtype_is_complex(t)) return TPU_OK;
+  return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'",
+                         cx->row->name, tpu_dtype_torch_name(t));
+}
+
 // The output and grad_output's common dtype, checked; values in `compute`
 // (opmath, or the dtype itself when `storage`).
 static tpu_status_t backward2(tpu_lower_ctx_t* cx, int ga, int xa, tpu_rule_t rule,
                               tpu_ew_fn2 fn, bool storage) {
   int args[2] = {ga, xa};
   tpu_dtype_t t = tpu_lower_result_type(cx, args, 2), out;
+  TPU_RETURN_IF_ERROR(real(cx, t));
   TPU_RETURN_IF_ERROR(tpu_ew_rule(cx, rule, t, &out));
   tpu_val_t v[2];
   TPU_RETURN_IF_ERROR(tpu_ew_inputs(cx, args, 2, t, storage ? t : tpu_opmath(t), 0, v));
@@ -58,6 +66,7 @@ static tpu_val_t sigmoid_of(tpu_lower_ctx_t* cx, tpu_val_t x) {
 tpu_status_t tpu_lower_relu(tpu_lower_ctx_t* cx) {
   if (tpu_arg_value_dtype(cx, 0) == TPU_BOOL)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "Boolean inputs not supported for relu");
+  TPU_RETURN_IF_ERROR(real(cx, tpu_arg_value_dtype(cx, 0)));
   tpu_val_t x = tpu_lower_tensor(cx, 0);
   tpu_lower_out(cx, 0, sel(cx, tpu_ew_cmp_k(cx, TPU_CMP_LT, x, 0), k(cx, x, 0), x));
   return TPU_OK;
@@ -68,6 +77,7 @@ tpu_status_t tpu_lower_relu(tpu_lower_ctx_t* cx) {
 // truncated for integers, as on CPU.
 tpu_status_t tpu_lower_threshold(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t;
+  TPU_RETURN_IF_ERROR(real(cx, tpu_arg_value_dtype(cx, 0)));
   TPU_RETURN_IF_ERROR(tpu_ew_rule(cx, TPU_RULE_NOT_BOOL, tpu_arg_value_dtype(cx, 0), &t));
   tpu_val_t x = tpu_lower_input(cx, 0, tpu_opmath(t));
   tpu_val_t th = param(cx, 1, x, 0), v = param(cx, 2, x, 0);
@@ -300,6 +310,7 @@ tpu_status_t tpu_lower_hardtanh(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
   if (t == TPU_BOOL)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "Bool inputs not supported for hardtanh");
+  TPU_RETURN_IF_ERROR(real(cx, t));
   tpu_val_t x = tpu_lower_input(cx, 0, tpu_opmath(t));
   tpu_val_t r = tpu_ew_min(cx, tpu_ew_max(cx, x, param(cx, 1, x, -1)), param(cx, 2, x, 1));
   tpu_lower_out(cx, 0, tpu_ir_convert(cx->g, r, t));

@@ -59,12 +59,18 @@ static tpu_dtype_t compute_dtype(tpu_rule_t rule, tpu_dtype_t in, tpu_dtype_t ou
   return tpu_opmath(rule == TPU_RULE_BOOL ? in : out);
 }
 
-tpu_status_t tpu_ew_unary(tpu_lower_ctx_t* cx, tpu_rule_t rule, tpu_ew_fn1 fn) {
+tpu_status_t tpu_ew_unary_ex(tpu_lower_ctx_t* cx, tpu_rule_t rule, tpu_ew_fn1 fn,
+                             int flags) {
   tpu_dtype_t in = tpu_arg_value_dtype(cx, 0), out;
+  if ((flags & TPU_EW_REAL) && tpu_dtype_is_complex(in)) return not_implemented(cx, in);
   TPU_RETURN_IF_ERROR(tpu_ew_rule(cx, rule, in, &out));
   tpu_val_t x = tpu_lower_input(cx, 0, compute_dtype(rule, in, out));
   tpu_lower_out(cx, 0, tpu_ir_convert(cx->g, fn(cx, x), out));
   return TPU_OK;
+}
+
+tpu_status_t tpu_ew_unary(tpu_lower_ctx_t* cx, tpu_rule_t rule, tpu_ew_fn1 fn) {
+  return tpu_ew_unary_ex(cx, rule, fn, 0);
 }
 
 // Promotes args a and b; the common dtype goes to *t.
@@ -114,6 +120,7 @@ tpu_status_t tpu_ew_binary_ex(tpu_lower_ctx_t* cx, tpu_rule_t rule, tpu_ew_fn2 f
                               int flags) {
   tpu_dtype_t t, out;
   TPU_RETURN_IF_ERROR(promote2(cx, &t));
+  if ((flags & TPU_EW_REAL) && tpu_dtype_is_complex(t)) return not_implemented(cx, t);
   TPU_RETURN_IF_ERROR(tpu_ew_rule(cx, rule, t, &out));
   tpu_dtype_t common = rule == TPU_RULE_BOOL ? t : out;
   tpu_dtype_t compute = flags & TPU_EW_STORAGE ? common : tpu_opmath(common);
@@ -222,16 +229,27 @@ static tpu_val_t row_compare(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
   return tpu_ir_compare(cx->g, (tpu_cmp_t)cx->row->ir_op, a, b);
 }
 
+// Whether PyTorch defines a generic row's op for complex numbers (chlo's
+// erf family and lgamma take none; complex numbers have no order).
+static int complex_flags(const tpu_op_row_t* row, bool compare) {
+  if (compare) return row->ir_op == (tpu_ir_op_t)TPU_CMP_EQ || row->ir_op == (tpu_ir_op_t)TPU_CMP_NE ? 0 : TPU_EW_REAL;
+  switch (row->ir_op) {
+    case TPU_IR_ERF: case TPU_IR_ERFC: case TPU_IR_ERF_INV: case TPU_IR_LGAMMA:
+    case TPU_IR_ATAN2: return TPU_EW_REAL;
+    default: return 0;
+  }
+}
+
 tpu_status_t tpu_lower_unary(tpu_lower_ctx_t* cx) {
-  return tpu_ew_unary(cx, cx->row->rule, row_unary);
+  return tpu_ew_unary_ex(cx, cx->row->rule, row_unary, complex_flags(cx->row, false));
 }
 
 tpu_status_t tpu_lower_binary(tpu_lower_ctx_t* cx) {
-  return tpu_ew_binary(cx, cx->row->rule, row_binary);
+  return tpu_ew_binary_ex(cx, cx->row->rule, row_binary, complex_flags(cx->row, false));
 }
 
 tpu_status_t tpu_lower_compare(tpu_lower_ctx_t* cx) {
-  return tpu_ew_binary(cx, TPU_RULE_BOOL, row_compare);
+  return tpu_ew_binary_ex(cx, TPU_RULE_BOOL, row_compare, complex_flags(cx->row, true));
 }
 
 //===--- arithmetic ---===//
@@ -341,9 +359,10 @@ static tpu_status_t div_impl(tpu_lower_ctx_t* cx, const char* mode) {
     tpu_lower_out(cx, 0, tpu_ir_convert(g, tpu_ew_div(g, a, b), out));
     return TPU_OK;
   }
-  if (t == TPU_BOOL)
+  if (t == TPU_BOOL || tpu_dtype_is_complex(t))
     return tpu_status_make(TPU_CODE_UNIMPLEMENTED,
-                           "\"div_%s_cpu\" not implemented for 'Bool'", mode);
+                           "\"div_%s_cpu\" not implemented for '%s'", mode,
+                           tpu_dtype_torch_name(t));
   // CPU rounds each step of these to the tensors' dtype (f16 / bf16 math),
   // except with a number divisor: then it works in float with the number's
   // full value.
@@ -394,7 +413,7 @@ static tpu_val_t remainder_fn(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
   return tpu_ir_select(g, fix, tpu_ew_add(g, m, b), m);
 }
 tpu_status_t tpu_lower_remainder(tpu_lower_ctx_t* cx) {
-  return tpu_ew_binary(cx, TPU_RULE_NOT_BOOL, remainder_fn);
+  return tpu_ew_binary_ex(cx, TPU_RULE_NOT_BOOL, remainder_fn, TPU_EW_REAL);
 }
 
 // fmod: C's fmod / %, the sign of the dividend.
@@ -404,7 +423,7 @@ static tpu_val_t fmod_fn(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
   return tpu_ir_binary(g, TPU_IR_REM, a, b);
 }
 tpu_status_t tpu_lower_fmod(tpu_lower_ctx_t* cx) {
-  return tpu_ew_binary(cx, TPU_RULE_NOT_BOOL, fmod_fn);
+  return tpu_ew_binary_ex(cx, TPU_RULE_NOT_BOOL, fmod_fn, TPU_EW_REAL);
 }
 
 //===--- pow ---===//
@@ -528,7 +547,7 @@ tpu_status_t tpu_lower_hypot(tpu_lower_ctx_t* cx) {
 }
 
 tpu_status_t tpu_lower_copysign(tpu_lower_ctx_t* cx) {
-  return tpu_ew_binary(cx, TPU_RULE_FLOAT, copysign_fn);
+  return tpu_ew_binary_ex(cx, TPU_RULE_FLOAT, copysign_fn, TPU_EW_REAL);
 }
 
 // xlogy: x * log(y), 0 where x == 0 unless y is NaN.
@@ -540,7 +559,7 @@ static tpu_val_t xlogy_fn(tpu_lower_ctx_t* cx, tpu_val_t x, tpu_val_t y) {
 }
 // CPU rounds log(y) and the product to f16 / bf16 separately.
 tpu_status_t tpu_lower_xlogy(tpu_lower_ctx_t* cx) {
-  return tpu_ew_binary_ex(cx, TPU_RULE_FLOAT, xlogy_fn, TPU_EW_STORAGE);
+  return tpu_ew_binary_ex(cx, TPU_RULE_FLOAT, xlogy_fn, TPU_EW_STORAGE | TPU_EW_REAL);
 }
 
 // Logical ops: operands compared with zero in their promoted dtype.
@@ -591,6 +610,11 @@ tpu_status_t tpu_lower_rshift(tpu_lower_ctx_t* cx) {
   tpu_status_t tpu_lower_##name(tpu_lower_ctx_t* cx) {    \
     return tpu_ew_unary(cx, TPU_RULE_##rule, name##_fn);  \
   }
+// The same for ops PyTorch defines for real numbers only.
+#define TPU_EW_UNARY_REAL(name, rule)                                      \
+  tpu_status_t tpu_lower_##name(tpu_lower_ctx_t* cx) {                     \
+    return tpu_ew_unary_ex(cx, TPU_RULE_##rule, name##_fn, TPU_EW_REAL);   \
+  }
 
 tpu_status_t tpu_lower_neg(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
@@ -603,13 +627,20 @@ tpu_status_t tpu_lower_neg(tpu_lower_ctx_t* cx) {
   return TPU_OK;
 }
 
-// abs: identity on unsigned integers (StableHLO's abs takes signed ones).
+// abs: identity on unsigned integers (StableHLO's abs takes signed ones);
+// the magnitude, a real number, of complex ones.
 static tpu_val_t abs_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   tpu_graph_t* g = cx->g;
   if (tpu_graph_ok(g) && tpu_dtype_kind(tpu_ir_dtype(g, x)) == TPU_KIND_UINT) return x;
   return tpu_ir_unary(g, TPU_IR_ABS, x);
 }
-TPU_EW_UNARY(abs, NOT_BOOL)
+tpu_status_t tpu_lower_abs(tpu_lower_ctx_t* cx) {
+  if (tpu_dtype_is_complex(tpu_arg_value_dtype(cx, 0))) {
+    tpu_lower_out(cx, 0, tpu_ir_unary(cx->g, TPU_IR_ABS, tpu_lower_tensor(cx, 0)));
+    return TPU_OK;
+  }
+  return tpu_ew_unary(cx, TPU_RULE_NOT_BOOL, abs_fn);
+}
 
 static tpu_val_t exp2_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   return tpu_ir_binary(cx->g, TPU_IR_POW, tpu_lower_const_like(cx, x, 2), x);
@@ -663,7 +694,7 @@ static tpu_val_t lgamma_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
                                  tpu_ew_cmp_k(cx, TPU_CMP_EQ, x, 2));
   return tpu_ir_select(g, root, tpu_lower_const_like(cx, x, 0), tpu_ir_unary(g, TPU_IR_LGAMMA, x));
 }
-TPU_EW_UNARY(lgamma, FLOAT)
+TPU_EW_UNARY_REAL(lgamma, FLOAT)
 
 // digamma: chlo gives NaN at 0; PyTorch gives -inf at +0 and +inf at -0.
 static tpu_val_t digamma_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
@@ -671,7 +702,7 @@ static tpu_val_t digamma_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   tpu_val_t pole = copysign_fn(cx, tpu_lower_const_like(cx, x, INFINITY), tpu_ir_unary(g, TPU_IR_NEG, x));
   return tpu_ir_select(g, tpu_ew_cmp_k(cx, TPU_CMP_EQ, x, 0), pole, tpu_ir_unary(g, TPU_IR_DIGAMMA, x));
 }
-TPU_EW_UNARY(digamma, FLOAT)
+TPU_EW_UNARY_REAL(digamma, FLOAT)
 
 static tpu_val_t reciprocal_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   return tpu_ew_div(cx->g, tpu_lower_const_like(cx, x, 1), x);
@@ -688,7 +719,27 @@ static tpu_val_t sign_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   if (tpu_dtype_kind(t) == TPU_KIND_UINT) return pos;
   return tpu_ew_sub(g, pos, tpu_ir_convert(g, tpu_ew_cmp_k(cx, TPU_CMP_LT, x, 0), t));
 }
-TPU_EW_UNARY(sign, SAME)
+tpu_status_t tpu_lower_sign(tpu_lower_ctx_t* cx) {
+  if (tpu_dtype_is_complex(tpu_arg_value_dtype(cx, 0)))
+    return tpu_status_make(TPU_CODE_UNIMPLEMENTED,
+                           "Unlike NumPy, torch.sign is not intended to support complex "
+                           "numbers. Please use torch.sgn instead.");
+  return tpu_ew_unary(cx, TPU_RULE_SAME, sign_fn);
+}
+
+// sgn: sign for real numbers, z / |z| (0 at 0) for complex ones.
+tpu_status_t tpu_lower_sgn(tpu_lower_ctx_t* cx) {
+  tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
+  if (!tpu_dtype_is_complex(t)) return tpu_ew_unary(cx, TPU_RULE_SAME, sign_fn);
+  tpu_graph_t* g = cx->g;
+  tpu_val_t z = tpu_lower_tensor(cx, 0);
+  tpu_val_t r = tpu_ir_unary(g, TPU_IR_ABS, z);
+  tpu_val_t zero = tpu_lower_const_like(cx, r, 0);
+  tpu_val_t q = tpu_ew_div(g, z, tpu_ir_binary(g, TPU_IR_COMPLEX, r, zero));
+  tpu_lower_out(cx, 0, tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_EQ, r, zero),
+                                     tpu_lower_const_like(cx, z, 0), q));
+  return TPU_OK;
+}
 
 // Rounding: the identity on integers.
 static tpu_val_t rounding(tpu_lower_ctx_t* cx, tpu_val_t x, tpu_ir_op_t op) {
@@ -702,9 +753,9 @@ static tpu_val_t trunc_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   if (!is_float(cx->g, x)) return x;
   return trunc_value(cx->g, x, tpu_lower_const_like(cx, x, 0));
 }
-TPU_EW_UNARY(floor, NOT_BOOL)
-TPU_EW_UNARY(ceil, NOT_BOOL)
-TPU_EW_UNARY(trunc, NOT_BOOL)
+TPU_EW_UNARY_REAL(floor, NOT_BOOL)
+TPU_EW_UNARY_REAL(ceil, NOT_BOOL)
+TPU_EW_UNARY_REAL(trunc, NOT_BOOL)
 
 static tpu_val_t frac_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   return tpu_ew_sub(cx->g, x, trunc_fn(cx, x));
@@ -727,11 +778,19 @@ static tpu_val_t round_decimals_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
 }
 tpu_status_t tpu_lower_round(tpu_lower_ctx_t* cx) {
   if (tpu_arg_present(cx, 1)) return tpu_ew_unary(cx, TPU_RULE_FLOATING, round_decimals_fn);
-  return tpu_ew_unary(cx, TPU_RULE_NOT_BOOL, round_fn);
+  return tpu_ew_unary_ex(cx, TPU_RULE_NOT_BOOL, round_fn, TPU_EW_REAL);
 }
 
 // Predicates: bool results, computed in the input's own dtype.
-static tpu_status_t predicate(tpu_lower_ctx_t* cx, tpu_ew_fn1 fn) {
+static tpu_status_t predicate(tpu_lower_ctx_t* cx, tpu_ew_fn1 fn, bool complex_ok) {
+  tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
+  if (!complex_ok && tpu_dtype_is_complex(t)) {
+    if (!strcmp(cx->row->name, "signbit"))
+      return tpu_status_make(TPU_CODE_UNIMPLEMENTED,
+                             "signbit is not implemented for complex tensors.");
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "%s does not support complex inputs.",
+                           cx->row->name);
+  }
   tpu_val_t x = tpu_lower_tensor(cx, 0);
   tpu_lower_out(cx, 0, fn(cx, x));
   return TPU_OK;
@@ -746,11 +805,17 @@ static tpu_val_t all_false(tpu_lower_ctx_t* cx, tpu_val_t x) {
 static tpu_val_t logical_not_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   return tpu_ew_cmp_k(cx, TPU_CMP_EQ, x, 0);
 }
+// A float or complex value (NaN and infinities exist).
+static bool has_nan(tpu_graph_t* g, tpu_val_t v) {
+  return tpu_graph_ok(g) && (tpu_dtype_is_float(tpu_ir_dtype(g, v)) ||
+                             tpu_dtype_is_complex(tpu_ir_dtype(g, v)));
+}
+// Complex: NaN / infinite when either part is.
 static tpu_val_t isnan_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
-  return is_float(cx->g, x) ? tpu_ew_isnan(cx->g, x) : all_false(cx, x);
+  return has_nan(cx->g, x) ? tpu_ew_isnan(cx->g, x) : all_false(cx, x);
 }
 static tpu_val_t isinf_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
-  if (!is_float(cx->g, x)) return all_false(cx, x);
+  if (!has_nan(cx->g, x)) return all_false(cx, x);
   return tpu_ew_cmp_k(cx, TPU_CMP_EQ, tpu_ir_unary(cx->g, TPU_IR_ABS, x), INFINITY);
 }
 static tpu_val_t isposinf_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
@@ -769,12 +834,12 @@ static tpu_val_t signbit_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   return tpu_ew_cmp_k(cx, TPU_CMP_LT, x, 0);
 }
 
-tpu_status_t tpu_lower_logical_not(tpu_lower_ctx_t* cx) { return predicate(cx, logical_not_fn); }
-tpu_status_t tpu_lower_isnan(tpu_lower_ctx_t* cx) { return predicate(cx, isnan_fn); }
-tpu_status_t tpu_lower_isinf(tpu_lower_ctx_t* cx) { return predicate(cx, isinf_fn); }
-tpu_status_t tpu_lower_isposinf(tpu_lower_ctx_t* cx) { return predicate(cx, isposinf_fn); }
-tpu_status_t tpu_lower_isneginf(tpu_lower_ctx_t* cx) { return predicate(cx, isneginf_fn); }
-tpu_status_t tpu_lower_signbit(tpu_lower_ctx_t* cx) { return predicate(cx, signbit_fn); }
+tpu_status_t tpu_lower_logical_not(tpu_lower_ctx_t* cx) { return predicate(cx, logical_not_fn, true); }
+tpu_status_t tpu_lower_isnan(tpu_lower_ctx_t* cx) { return predicate(cx, isnan_fn, true); }
+tpu_status_t tpu_lower_isinf(tpu_lower_ctx_t* cx) { return predicate(cx, isinf_fn, true); }
+tpu_status_t tpu_lower_isposinf(tpu_lower_ctx_t* cx) { return predicate(cx, isposinf_fn, false); }
+tpu_status_t tpu_lower_isneginf(tpu_lower_ctx_t* cx) { return predicate(cx, isneginf_fn, false); }
+tpu_status_t tpu_lower_signbit(tpu_lower_ctx_t* cx) { return predicate(cx, signbit_fn, false); }
 
 // The largest finite value of a float dtype.
 static double float_max(tpu_dtype_t t) {
@@ -792,6 +857,7 @@ tpu_status_t tpu_lower_nan_to_num(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
   tpu_val_t x = tpu_lower_tensor(cx, 0);
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
+  if (tpu_dtype_is_complex(t)) return not_implemented(cx, t);
   if (!tpu_dtype_is_float(t)) {
     tpu_lower_out(cx, 0, x);
     return TPU_OK;
@@ -892,6 +958,7 @@ static tpu_status_t clamp_impl(tpu_lower_ctx_t* cx, int lo_arg, int hi_arg) {
   int args[3] = {0, lo_arg, hi_arg};
   tpu_dtype_t t = tpu_lower_result_type(cx, args, 3);
   if (t == TPU_DTYPE_INVALID) return promotion_error(cx, 0, has_lo ? lo_arg : hi_arg);
+  if (tpu_dtype_is_complex(t)) return not_implemented(cx, t);
   if (t == TPU_BOOL && !tpu_arg_is_tensor(cx, has_lo ? lo_arg : hi_arg)) return not_implemented(cx, t);
   tpu_val_t v[3];
   TPU_RETURN_IF_ERROR(tpu_ew_inputs(cx, args, 3, t, tpu_opmath(t), 6, v));
@@ -920,7 +987,11 @@ tpu_status_t tpu_lower_where(tpu_lower_ctx_t* cx) {
   int all[3] = {0, 1, 2};
   tpu_val_t v[3];
   TPU_RETURN_IF_ERROR(tpu_lower_broadcast_inputs(cx, all, 3, t, v));
-  tpu_val_t cond = tpu_ir_convert(cx->g, v[0], TPU_BOOL);
+  // The condition is read as bool itself (complex values have no convert
+  // to bool).
+  const tpu_type_t* ty = tpu_graph_ok(cx->g) ? tpu_ir_type(cx->g, v[1]) : NULL;
+  tpu_val_t cond = ty ? tpu_lower_expand(cx, tpu_lower_input(cx, 0, TPU_BOOL), ty->dims, ty->rank)
+                      : TPU_VAL_NONE;
   tpu_lower_out(cx, 0, tpu_ir_select(cx->g, cond, v[1], v[2]));
   return TPU_OK;
 }
