@@ -384,7 +384,8 @@ def test_float64():
     # The lowerings with their own f64 paths (bit patterns, constants).
     x = floats(torch.float64, n=60)
     y = floats(torch.float64, n=60, seed=3)
-    check_ops({"log2": lambda x, y: torch.log2(x), "log2_pow2": lambda x, y: torch.log2(torch.exp2(x.round())),
+    check_ops({"log2": lambda x, y: torch.log2(x),
+               "log2_pow2": lambda x, y: torch.log2(torch.exp2(x.round().clamp(-1000, 1000))),
                "signbit": lambda x, y: torch.signbit(x), "copysign": torch.copysign,
                "nan_to_num": lambda x, y: torch.nan_to_num(x), "hypot": torch.hypot,
                "round2": lambda x, y: torch.round(x, decimals=2), "pow-0.5": lambda x, y: x ** -0.5,

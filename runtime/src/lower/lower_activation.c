@@ -56,7 +56,8 @@ static tpu_val_t sel(tpu_lower_ctx_t* cx, tpu_val_t pred, tpu_val_t a, tpu_val_t
 static tpu_val_t sigmoid_of(tpu_lower_ctx_t* cx, tpu_val_t x) {
   tpu_graph_t* g = cx->g;
   tpu_val_t one = k(cx, x, 1);
-  return tpu_ew_div(g, one, tpu_ew_add(g, one, tpu_ir_unary(g, TPU_IR_EXP, tpu_ir_unary(g, TPU_IR_NEG, x))));
+  tpu_val_t e = tpu_ir_unary(g, TPU_IR_EXP, tpu_ir_unary(g, TPU_IR_NEG, x));
+  return tpu_ew_div(g, one, tpu_ew_add(g, one, e));
 }
 
 //===--- relu, threshold ---===//
@@ -81,7 +82,8 @@ tpu_status_t tpu_lower_threshold(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(tpu_ew_rule(cx, TPU_RULE_NOT_BOOL, tpu_arg_value_dtype(cx, 0), &t));
   tpu_val_t x = tpu_lower_input(cx, 0, tpu_opmath(t));
   tpu_val_t th = param(cx, 1, x, 0), v = param(cx, 2, x, 0);
-  tpu_lower_out(cx, 0, tpu_ir_convert(cx->g, sel(cx, tpu_ir_compare(cx->g, TPU_CMP_LE, x, th), v, x), t));
+  tpu_val_t r = sel(cx, tpu_ir_compare(cx->g, TPU_CMP_LE, x, th), v, x);
+  tpu_lower_out(cx, 0, tpu_ir_convert(cx->g, r, t));
   return TPU_OK;
 }
 
@@ -115,8 +117,10 @@ static tpu_val_t gelu_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   tpu_val_t one = k(cx, x, 1), half = k(cx, x, 0.5);
   if (!strcmp(tpu_arg_string(cx, 1, "none"), "tanh")) {
     tpu_val_t cube = tpu_ew_mul(g, tpu_ew_mul(g, x, x), x);
-    tpu_val_t inner = tpu_ew_mul(g, k(cx, x, kBeta), tpu_ew_add(g, x, tpu_ew_mul(g, k(cx, x, kKappa), cube)));
-    return tpu_ew_mul(g, tpu_ew_mul(g, half, x), tpu_ew_add(g, one, tpu_ir_unary(g, TPU_IR_TANH, inner)));
+    tpu_val_t inner = tpu_ew_mul(g, k(cx, x, kBeta),
+                                 tpu_ew_add(g, x, tpu_ew_mul(g, k(cx, x, kKappa), cube)));
+    return tpu_ew_mul(g, tpu_ew_mul(g, half, x),
+                      tpu_ew_add(g, one, tpu_ir_unary(g, TPU_IR_TANH, inner)));
   }
   tpu_val_t e = tpu_ir_unary(g, TPU_IR_ERF, tpu_ew_mul(g, x, k(cx, x, M_SQRT1_2)));
   return tpu_ew_mul(g, tpu_ew_mul(g, x, half), tpu_ew_add(g, one, e));
@@ -133,7 +137,8 @@ static tpu_val_t gelu_bw_fn(tpu_lower_ctx_t* cx, tpu_val_t dy, tpu_val_t x) {
   if (!strcmp(tpu_arg_string(cx, 2, "none"), "tanh")) {
     tpu_val_t x_sq = tpu_ew_mul(g, x, x);
     tpu_val_t x_cube = tpu_ew_mul(g, x_sq, x);
-    tpu_val_t inner = tpu_ew_mul(g, k(cx, x, kBeta), tpu_ew_add(g, x, tpu_ew_mul(g, k(cx, x, kKappa), x_cube)));
+    tpu_val_t inner = tpu_ew_mul(g, k(cx, x, kBeta),
+                                 tpu_ew_add(g, x, tpu_ew_mul(g, k(cx, x, kKappa), x_cube)));
     tpu_val_t th = tpu_ir_unary(g, TPU_IR_TANH, inner);
     tpu_val_t left = tpu_ew_mul(g, half, x);
     tpu_val_t right = tpu_ew_add(g, one, th);
@@ -144,10 +149,10 @@ static tpu_val_t gelu_bw_fn(tpu_lower_ctx_t* cx, tpu_val_t dy, tpu_val_t x) {
     tpu_val_t right_d = tpu_ew_mul(g, tpu_ew_mul(g, left, tanh_d), inner_d);
     return tpu_ew_mul(g, dy, tpu_ew_add(g, left_d, right_d));
   }
-  tpu_val_t cdf = tpu_ew_mul(g, half, tpu_ew_add(g, one, tpu_ir_unary(g, TPU_IR_ERF,
-                                                                      tpu_ew_mul(g, x, k(cx, x, M_SQRT1_2)))));
-  tpu_val_t pdf = tpu_ew_mul(g, k(cx, x, M_2_SQRTPI * M_SQRT1_2 * 0.5),
-                             tpu_ir_unary(g, TPU_IR_EXP, tpu_ew_mul(g, tpu_ew_mul(g, x, x), k(cx, x, -0.5))));
+  tpu_val_t e = tpu_ir_unary(g, TPU_IR_ERF, tpu_ew_mul(g, x, k(cx, x, M_SQRT1_2)));
+  tpu_val_t cdf = tpu_ew_mul(g, half, tpu_ew_add(g, one, e));
+  tpu_val_t gauss = tpu_ir_unary(g, TPU_IR_EXP, tpu_ew_mul(g, tpu_ew_mul(g, x, x), k(cx, x, -0.5)));
+  tpu_val_t pdf = tpu_ew_mul(g, k(cx, x, M_2_SQRTPI * M_SQRT1_2 * 0.5), gauss);
   return tpu_ew_mul(g, dy, tpu_ew_add(g, cdf, tpu_ew_mul(g, x, pdf)));
 }
 tpu_status_t tpu_lower_gelu_backward(tpu_lower_ctx_t* cx) {
@@ -202,7 +207,8 @@ tpu_status_t tpu_lower_tanh_backward(tpu_lower_ctx_t* cx) {
 
 // leaky_relu(self, negative_slope=0.01): x > 0 ? x : x * slope
 static tpu_val_t leaky_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
-  return sel(cx, tpu_ew_cmp_k(cx, TPU_CMP_GT, x, 0), x, tpu_ew_mul(cx->g, x, param(cx, 1, x, 0.01)));
+  tpu_val_t neg = tpu_ew_mul(cx->g, x, param(cx, 1, x, 0.01));
+  return sel(cx, tpu_ew_cmp_k(cx, TPU_CMP_GT, x, 0), x, neg);
 }
 tpu_status_t tpu_lower_leaky_relu(tpu_lower_ctx_t* cx) {
   return tpu_ew_unary(cx, TPU_RULE_FLOATING, leaky_fn);
@@ -210,7 +216,8 @@ tpu_status_t tpu_lower_leaky_relu(tpu_lower_ctx_t* cx) {
 
 // leaky_relu_backward(grad_output, self, negative_slope, self_is_result)
 static tpu_val_t leaky_bw_fn(tpu_lower_ctx_t* cx, tpu_val_t dy, tpu_val_t x) {
-  return sel(cx, tpu_ew_cmp_k(cx, TPU_CMP_GT, x, 0), dy, tpu_ew_mul(cx->g, dy, param(cx, 2, dy, 0.01)));
+  tpu_val_t neg = tpu_ew_mul(cx->g, dy, param(cx, 2, dy, 0.01));
+  return sel(cx, tpu_ew_cmp_k(cx, TPU_CMP_GT, x, 0), dy, neg);
 }
 tpu_status_t tpu_lower_leaky_relu_backward(tpu_lower_ctx_t* cx) {
   if (tpu_arg_bool(cx, 3, false) && tpu_arg_number(cx, 2, 0.01) < 0)
@@ -281,7 +288,8 @@ static tpu_val_t softplus_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   tpu_graph_t* g = cx->g;
   tpu_val_t beta = param(cx, 1, x, 1), th = param(cx, 2, x, 20);
   tpu_val_t xb = tpu_ew_mul(g, x, beta);
-  tpu_val_t soft = tpu_ew_div(g, tpu_ir_unary(g, TPU_IR_LOG1P, tpu_ir_unary(g, TPU_IR_EXP, xb)), beta);
+  tpu_val_t sp = tpu_ir_unary(g, TPU_IR_LOG1P, tpu_ir_unary(g, TPU_IR_EXP, xb));
+  tpu_val_t soft = tpu_ew_div(g, sp, beta);
   return sel(cx, tpu_ir_compare(g, TPU_CMP_GT, xb, th), x, soft);
 }
 tpu_status_t tpu_lower_softplus(tpu_lower_ctx_t* cx) {
@@ -347,7 +355,8 @@ tpu_status_t tpu_lower_hardswish(tpu_lower_ctx_t* cx) {
 // x <= -3 ? 0 : x >= 3 ? dy : dy * (x / 3 + 0.5) (NaN in the middle)
 static tpu_val_t hardswish_bw_fn(tpu_lower_ctx_t* cx, tpu_val_t dy, tpu_val_t x) {
   tpu_graph_t* g = cx->g;
-  tpu_val_t mid = tpu_ew_mul(g, dy, tpu_ew_add(g, tpu_ew_div(g, x, divisor(cx, x, 3)), k(cx, x, 0.5)));
+  tpu_val_t slope = tpu_ew_add(g, tpu_ew_div(g, x, divisor(cx, x, 3)), k(cx, x, 0.5));
+  tpu_val_t mid = tpu_ew_mul(g, dy, slope);
   tpu_val_t r = sel(cx, tpu_ew_cmp_k(cx, TPU_CMP_GE, x, 3), dy, mid);
   return sel(cx, tpu_ew_cmp_k(cx, TPU_CMP_LE, x, -3), k(cx, dy, 0), r);
 }
@@ -368,7 +377,8 @@ static tpu_val_t hardsigmoid_bw_fn(tpu_lower_ctx_t* cx, tpu_val_t dy, tpu_val_t 
   tpu_graph_t* g = cx->g;
   tpu_val_t in = tpu_ir_binary(g, TPU_IR_AND, tpu_ew_cmp_k(cx, TPU_CMP_GT, x, -3),
                                tpu_ew_cmp_k(cx, TPU_CMP_LT, x, 3));
-  double sixth = tpu_graph_ok(g) && tpu_ir_dtype(g, dy) == TPU_F64 ? 1.0 / 6.0 : (double)(1.0f / 6.0f);
+  bool wide = tpu_graph_ok(g) && tpu_ir_dtype(g, dy) == TPU_F64;
+  double sixth = wide ? 1.0 / 6.0 : (double)(1.0f / 6.0f);
   return sel(cx, in, tpu_ew_mul(g, dy, k(cx, dy, sixth)), k(cx, dy, 0));
 }
 tpu_status_t tpu_lower_hardsigmoid_backward(tpu_lower_ctx_t* cx) {
@@ -384,7 +394,8 @@ tpu_status_t tpu_lower_log_sigmoid_forward(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(tpu_ew_rule(cx, TPU_RULE_FLOATING, tpu_arg_value_dtype(cx, 0), &t));
   tpu_graph_t* g = cx->g;
   tpu_val_t x = tpu_lower_input(cx, 0, tpu_opmath(t));
-  tpu_val_t buf = tpu_ir_unary(g, TPU_IR_EXP, tpu_ir_unary(g, TPU_IR_NEG, tpu_ir_unary(g, TPU_IR_ABS, x)));
+  tpu_val_t neg_abs = tpu_ir_unary(g, TPU_IR_NEG, tpu_ir_unary(g, TPU_IR_ABS, x));
+  tpu_val_t buf = tpu_ir_unary(g, TPU_IR_EXP, neg_abs);
   tpu_val_t out = tpu_ew_sub(g, tpu_ew_min(cx, x, k(cx, x, 0)), tpu_ir_unary(g, TPU_IR_LOG1P, buf));
   tpu_lower_out(cx, 0, tpu_ir_convert(g, out, t));
   tpu_lower_out(cx, 1, tpu_ir_convert(g, buf, t));
@@ -474,12 +485,15 @@ tpu_status_t tpu_lower_glu_backward(tpu_lower_ctx_t* cx) {
   tpu_val_t dy = tpu_lower_input(cx, 0, compute);
   if (!tpu_graph_ok(g)) return TPU_OK;
   const tpu_type_t* at = tpu_ir_type(g, a);
-  if (tpu_arg_rank(cx, 0) != at->rank || memcmp(tpu_arg_sizes(cx, 0), at->dims, sizeof(int64_t) * (size_t)at->rank))
+  if (tpu_arg_rank(cx, 0) != at->rank ||
+      memcmp(tpu_arg_sizes(cx, 0), at->dims, sizeof(int64_t) * (size_t)at->rank))
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "glu_backward: grad_output has the wrong shape");
-  tpu_val_t s = tpu_ir_convert(g, tpu_ir_convert(g, tpu_ir_unary(g, TPU_IR_LOGISTIC, b), t), compute);
+  tpu_val_t s = tpu_ir_unary(g, TPU_IR_LOGISTIC, b);
+  s = tpu_ir_convert(g, tpu_ir_convert(g, s, t), compute);
   tpu_val_t ga = tpu_ew_mul(g, s, dy);
-  tpu_val_t gb = tpu_ew_mul(g, tpu_ew_mul(g, tpu_ew_mul(g, tpu_ew_sub(g, k(cx, s, 1), s), s), a), dy);
+  tpu_val_t ds = tpu_ew_mul(g, tpu_ew_sub(g, k(cx, s, 1), s), s);
+  tpu_val_t gb = tpu_ew_mul(g, tpu_ew_mul(g, ds, a), dy);
   tpu_val_t parts[2] = {tpu_ir_convert(g, ga, out), tpu_ir_convert(g, gb, out)};
   tpu_lower_out(cx, 0, tpu_ir_concat(g, parts, 2, (int)dim));
   return TPU_OK;

@@ -232,7 +232,9 @@ static tpu_val_t row_compare(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
 // Whether PyTorch defines a generic row's op for complex numbers (chlo's
 // erf family and lgamma take none; complex numbers have no order).
 static int complex_flags(const tpu_op_row_t* row, bool compare) {
-  if (compare) return row->ir_op == (tpu_ir_op_t)TPU_CMP_EQ || row->ir_op == (tpu_ir_op_t)TPU_CMP_NE ? 0 : TPU_EW_REAL;
+  if (compare)
+    return row->ir_op == (tpu_ir_op_t)TPU_CMP_EQ || row->ir_op == (tpu_ir_op_t)TPU_CMP_NE
+               ? 0 : TPU_EW_REAL;
   switch (row->ir_op) {
     case TPU_IR_ERF: case TPU_IR_ERFC: case TPU_IR_ERF_INV: case TPU_IR_LGAMMA:
     case TPU_IR_ATAN2: return TPU_EW_REAL;
@@ -368,7 +370,8 @@ static tpu_status_t div_impl(tpu_lower_ctx_t* cx, const char* mode) {
   // full value.
   bool by_number = !tpu_arg_is_tensor(cx, 1) && tpu_opmath(t) != t;
   tpu_val_t a, b;
-  TPU_RETURN_IF_ERROR(binary_inputs(cx, t, by_number ? tpu_opmath(t) : t, by_number ? 2 : 0, &a, &b));
+  TPU_RETURN_IF_ERROR(binary_inputs(cx, t, by_number ? tpu_opmath(t) : t, by_number ? 2 : 0,
+                                    &a, &b));
   tpu_val_t q;
   bool floor = !strcmp(mode, "floor");
   if (tpu_dtype_is_integral(t, false)) {
@@ -535,7 +538,8 @@ static tpu_val_t hypot_fn(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
   tpu_val_t zero = tpu_lower_const_like(cx, x, 0), one = tpu_lower_const_like(cx, x, 1);
   tpu_val_t is_zero = tpu_ir_compare(g, TPU_CMP_EQ, big, zero);
   tpu_val_t r = tpu_ew_div(g, small, tpu_ir_select(g, is_zero, one, big));
-  tpu_val_t h = tpu_ew_mul(g, big, tpu_ir_unary(g, TPU_IR_SQRT, tpu_ew_add(g, one, tpu_ew_mul(g, r, r))));
+  tpu_val_t root = tpu_ir_unary(g, TPU_IR_SQRT, tpu_ew_add(g, one, tpu_ew_mul(g, r, r)));
+  tpu_val_t h = tpu_ew_mul(g, big, root);
   h = tpu_ir_select(g, is_zero, zero, h);
   tpu_val_t inf = tpu_lower_const_like(cx, x, INFINITY);
   tpu_val_t any_inf = tpu_ir_binary(g, TPU_IR_OR, tpu_ir_compare(g, TPU_CMP_EQ, x, inf),
@@ -654,25 +658,28 @@ static tpu_val_t log2_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   tpu_graph_t* g = cx->g;
   if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
   tpu_dtype_t ft = tpu_ir_dtype(g, x);
-  tpu_val_t plain = tpu_ew_div(g, tpu_ir_unary(g, TPU_IR_LOG, x), tpu_lower_const_like(cx, x, M_LN2));
+  tpu_val_t ln2 = tpu_lower_const_like(cx, x, M_LN2);
+  tpu_val_t plain = tpu_ew_div(g, tpu_ir_unary(g, TPU_IR_LOG, x), ln2);
   if (ft != TPU_F32 && ft != TPU_F64) return plain;
   bool wide = ft == TPU_F64;
   tpu_dtype_t it = wide ? TPU_I64 : TPU_I32;
   int mant = wide ? 52 : 23;
-  uint64_t mant_mask = ((uint64_t)1 << mant) - 1, one_bits = wide ? 0x3ff0000000000000ull : 0x3f800000u;
+  uint64_t mant_mask = ((uint64_t)1 << mant) - 1;
+  uint64_t one_bits = wide ? 0x3ff0000000000000ull : 0x3f800000u;
   const tpu_type_t* ty = tpu_ir_type(g, x);
   tpu_val_t bits = bitcast_to(g, x, it);
-  tpu_val_t e = tpu_ew_sub(g, tpu_ir_binary(g, TPU_IR_SHR_A, bits, tpu_lower_const_like(cx, bits, mant)),
-                           tpu_lower_const_like(cx, bits, wide ? 1023 : 127));
-  tpu_val_t m_bits = tpu_ir_binary(g, TPU_IR_OR,
-                                   tpu_ir_binary(g, TPU_IR_AND, bits, tpu_ir_const_bits(g, it, mant_mask, ty->dims, ty->rank)),
+  tpu_val_t biased = tpu_ir_binary(g, TPU_IR_SHR_A, bits, tpu_lower_const_like(cx, bits, mant));
+  tpu_val_t e = tpu_ew_sub(g, biased, tpu_lower_const_like(cx, bits, wide ? 1023 : 127));
+  tpu_val_t frac_bits = tpu_ir_binary(g, TPU_IR_AND, bits,
+                                      tpu_ir_const_bits(g, it, mant_mask, ty->dims, ty->rank));
+  tpu_val_t m_bits = tpu_ir_binary(g, TPU_IR_OR, frac_bits,
                                    tpu_ir_const_bits(g, it, one_bits, ty->dims, ty->rank));
   tpu_val_t m = bitcast_to(g, m_bits, ft);  // in [1, 2)
   tpu_val_t big = tpu_ew_cmp_k(cx, TPU_CMP_GT, m, M_SQRT2);  // keep log(m) small
   m = tpu_ir_select(g, big, tpu_ew_mul(g, m, tpu_lower_const_like(cx, m, 0.5)), m);
   e = tpu_ir_select(g, big, tpu_ew_add(g, e, tpu_lower_const_like(cx, e, 1)), e);
   tpu_val_t r = tpu_ew_add(g, tpu_ir_convert(g, e, ft),
-                           tpu_ew_div(g, tpu_ir_unary(g, TPU_IR_LOG, m), tpu_lower_const_like(cx, m, M_LN2)));
+                           tpu_ew_div(g, tpu_ir_unary(g, TPU_IR_LOG, m), ln2));
   tpu_val_t normal = tpu_ir_binary(g, TPU_IR_AND,
                                    tpu_ew_cmp_k(cx, TPU_CMP_GE, x, wide ? DBL_MIN : FLT_MIN),
                                    tpu_ew_cmp_k(cx, TPU_CMP_LT, x, INFINITY));
@@ -699,8 +706,10 @@ TPU_EW_UNARY_REAL(lgamma, FLOAT)
 // digamma: chlo gives NaN at 0; PyTorch gives -inf at +0 and +inf at -0.
 static tpu_val_t digamma_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   tpu_graph_t* g = cx->g;
-  tpu_val_t pole = copysign_fn(cx, tpu_lower_const_like(cx, x, INFINITY), tpu_ir_unary(g, TPU_IR_NEG, x));
-  return tpu_ir_select(g, tpu_ew_cmp_k(cx, TPU_CMP_EQ, x, 0), pole, tpu_ir_unary(g, TPU_IR_DIGAMMA, x));
+  tpu_val_t pole = copysign_fn(cx, tpu_lower_const_like(cx, x, INFINITY),
+                               tpu_ir_unary(g, TPU_IR_NEG, x));
+  return tpu_ir_select(g, tpu_ew_cmp_k(cx, TPU_CMP_EQ, x, 0), pole,
+                       tpu_ir_unary(g, TPU_IR_DIGAMMA, x));
 }
 TPU_EW_UNARY_REAL(digamma, FLOAT)
 
@@ -746,9 +755,15 @@ static tpu_val_t rounding(tpu_lower_ctx_t* cx, tpu_val_t x, tpu_ir_op_t op) {
   if (!is_float(cx->g, x)) return x;
   return tpu_ir_unary(cx->g, op, x);
 }
-static tpu_val_t floor_fn(tpu_lower_ctx_t* cx, tpu_val_t x) { return rounding(cx, x, TPU_IR_FLOOR); }
-static tpu_val_t ceil_fn(tpu_lower_ctx_t* cx, tpu_val_t x) { return rounding(cx, x, TPU_IR_CEIL); }
-static tpu_val_t round_fn(tpu_lower_ctx_t* cx, tpu_val_t x) { return rounding(cx, x, TPU_IR_ROUND_EVEN); }
+static tpu_val_t floor_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
+  return rounding(cx, x, TPU_IR_FLOOR);
+}
+static tpu_val_t ceil_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
+  return rounding(cx, x, TPU_IR_CEIL);
+}
+static tpu_val_t round_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {  // half to even
+  return rounding(cx, x, TPU_IR_ROUND_EVEN);
+}
 static tpu_val_t trunc_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   if (!is_float(cx->g, x)) return x;
   return trunc_value(cx->g, x, tpu_lower_const_like(cx, x, 0));
@@ -834,7 +849,9 @@ static tpu_val_t signbit_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   return tpu_ew_cmp_k(cx, TPU_CMP_LT, x, 0);
 }
 
-tpu_status_t tpu_lower_logical_not(tpu_lower_ctx_t* cx) { return predicate(cx, logical_not_fn, true); }
+tpu_status_t tpu_lower_logical_not(tpu_lower_ctx_t* cx) {
+  return predicate(cx, logical_not_fn, true);
+}
 tpu_status_t tpu_lower_isnan(tpu_lower_ctx_t* cx) { return predicate(cx, isnan_fn, true); }
 tpu_status_t tpu_lower_isinf(tpu_lower_ctx_t* cx) { return predicate(cx, isinf_fn, true); }
 tpu_status_t tpu_lower_isposinf(tpu_lower_ctx_t* cx) { return predicate(cx, isposinf_fn, false); }
@@ -914,7 +931,8 @@ tpu_status_t tpu_lower_lerp(tpu_lower_ctx_t* cx) {
   tpu_val_t diff = tpu_ew_sub(g, b, a);
   tpu_val_t small = tpu_ew_cmp_k(cx, TPU_CMP_LT, tpu_ir_unary(g, TPU_IR_ABS, w), 0.5);
   tpu_val_t lo = tpu_ew_add(g, a, tpu_ew_mul(g, w, diff));
-  tpu_val_t hi = tpu_ew_sub(g, b, tpu_ew_mul(g, diff, tpu_ew_sub(g, tpu_lower_const_like(cx, w, 1), w)));
+  tpu_val_t rest = tpu_ew_sub(g, tpu_lower_const_like(cx, w, 1), w);
+  tpu_val_t hi = tpu_ew_sub(g, b, tpu_ew_mul(g, diff, rest));
   tpu_lower_out(cx, 0, tpu_ir_convert(g, tpu_ir_select(g, small, lo, hi), t));
   return TPU_OK;
 }
@@ -959,7 +977,8 @@ static tpu_status_t clamp_impl(tpu_lower_ctx_t* cx, int lo_arg, int hi_arg) {
   tpu_dtype_t t = tpu_lower_result_type(cx, args, 3);
   if (t == TPU_DTYPE_INVALID) return promotion_error(cx, 0, has_lo ? lo_arg : hi_arg);
   if (tpu_dtype_is_complex(t)) return not_implemented(cx, t);
-  if (t == TPU_BOOL && !tpu_arg_is_tensor(cx, has_lo ? lo_arg : hi_arg)) return not_implemented(cx, t);
+  if (t == TPU_BOOL && !tpu_arg_is_tensor(cx, has_lo ? lo_arg : hi_arg))
+    return not_implemented(cx, t);
   tpu_val_t v[3];
   TPU_RETURN_IF_ERROR(tpu_ew_inputs(cx, args, 3, t, tpu_opmath(t), 6, v));
   tpu_val_t r = v[0];
