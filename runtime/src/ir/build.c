@@ -157,7 +157,7 @@ tpu_val_t tpu_ir_unary(tpu_graph_t* g, tpu_ir_op_t op, tpu_val_t x) {
   if (!valid(g, x)) return TPU_VAL_NONE;
   tpu_type_t t = *type_of(g, x);
   if (op == TPU_IR_IS_FINITE) t.dtype = TPU_BOOL;
-  if (op == TPU_IR_REAL || op == TPU_IR_IMAG)
+  if (op == TPU_IR_REAL || op == TPU_IR_IMAG || op == TPU_IR_ABS)  // |complex| is real
     t.dtype = t.dtype == TPU_C128 ? TPU_F64 : t.dtype == TPU_C64 ? TPU_F32 : t.dtype;
   return tpu_graph_add(g, op, &x, 1, NULL, 0, &t);
 }

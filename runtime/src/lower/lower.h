@@ -27,6 +27,8 @@ typedef enum tpu_rule {
   TPU_RULE_INTEGRAL,  // promoted; only integers and bool accepted
   TPU_RULE_NOT_BOOL,  // promoted; bool rejected
   TPU_RULE_NOT_COMPLEX,
+  TPU_RULE_FLOATING,  // promoted; only floating point accepted
+  TPU_RULE_INTEGER,   // promoted; only integers accepted (no bool)
 } tpu_rule_t;
 
 // Row flags.

@@ -1,0 +1,78 @@
+// Helpers shared by the elementwise lowerings (lower_elementwise.c and
+// lower_activation.c): dtype rules, the generic unary/binary drivers, and
+// short builders for arithmetic on values of one type.
+#ifndef TPU_LOWER_ELEMENTWISE_H_
+#define TPU_LOWER_ELEMENTWISE_H_
+
+#include "lower/lower.h"
+
+// Checks dtype rule `rule` for the (promoted) dtype t; the result dtype goes
+// to *out. Refusals use PyTorch's words with the row's name.
+TPU_MUST_USE tpu_status_t tpu_ew_rule(tpu_lower_ctx_t* cx, tpu_rule_t rule,
+                                      tpu_dtype_t t, tpu_dtype_t* out);
+
+// op(x) or op(a, b) computed on values of the compute dtype (opmath of the
+// result dtype); the driver converts the value to the result dtype.
+typedef tpu_val_t (*tpu_ew_fn1)(tpu_lower_ctx_t* cx, tpu_val_t x);
+typedef tpu_val_t (*tpu_ew_fn2)(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b);
+
+// Argument 0 under `rule`, computed with fn.
+TPU_MUST_USE tpu_status_t tpu_ew_unary(tpu_lower_ctx_t* cx, tpu_rule_t rule,
+                                       tpu_ew_fn1 fn);
+// The same with TPU_EW_* flags (below).
+TPU_MUST_USE tpu_status_t tpu_ew_unary_ex(tpu_lower_ctx_t* cx, tpu_rule_t rule,
+                                          tpu_ew_fn1 fn, int flags);
+// Arguments 0 and 1 promoted, checked under `rule`, broadcast, computed with fn.
+// Like PyTorch's TensorIterator, operands (numbers too) are first converted
+// to the common dtype, then widened to the compute dtype.
+TPU_MUST_USE tpu_status_t tpu_ew_binary(tpu_lower_ctx_t* cx, tpu_rule_t rule,
+                                        tpu_ew_fn2 fn);
+enum {
+  TPU_EW_STORAGE = 1,      // compute in the common dtype itself: CPU kernels
+                           // that round every step of f16 / bf16 math
+  TPU_EW_EXACT_OTHER = 2,  // a number in arg 1 keeps its full precision
+  TPU_EW_REAL = 4,         // complex operands refused (NotImplementedError)
+};
+TPU_MUST_USE tpu_status_t tpu_ew_binary_ex(tpu_lower_ctx_t* cx, tpu_rule_t rule,
+                                           tpu_ew_fn2 fn, int flags);
+// Arguments args[0..n) (absent ones give TPU_VAL_NONE) broadcast to one
+// shape, each converted to `common` and then to `compute`; numbers whose
+// bit k is set in `exact` go straight to `compute`.
+TPU_MUST_USE tpu_status_t tpu_ew_inputs(tpu_lower_ctx_t* cx, const int* args,
+                                        int n, tpu_dtype_t common,
+                                        tpu_dtype_t compute, unsigned exact,
+                                        tpu_val_t* out);
+
+// NaN-propagating maximum / minimum (XLA's CPU max/min drop a NaN in the
+// second operand; PyTorch's propagate either).
+tpu_val_t tpu_ew_max(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b);
+tpu_val_t tpu_ew_min(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b);
+
+static inline tpu_val_t tpu_ew_add(tpu_graph_t* g, tpu_val_t a, tpu_val_t b) {
+  return tpu_ir_binary(g, TPU_IR_ADD, a, b);
+}
+static inline tpu_val_t tpu_ew_sub(tpu_graph_t* g, tpu_val_t a, tpu_val_t b) {
+  return tpu_ir_binary(g, TPU_IR_SUB, a, b);
+}
+static inline tpu_val_t tpu_ew_mul(tpu_graph_t* g, tpu_val_t a, tpu_val_t b) {
+  return tpu_ir_binary(g, TPU_IR_MUL, a, b);
+}
+static inline tpu_val_t tpu_ew_div(tpu_graph_t* g, tpu_val_t a, tpu_val_t b) {
+  return tpu_ir_binary(g, TPU_IR_DIV, a, b);
+}
+static inline tpu_val_t tpu_ew_isnan(tpu_graph_t* g, tpu_val_t x) {
+  return tpu_ir_compare(g, TPU_CMP_NE, x, x);
+}
+// a <cmp> constant c (c splatted to a's type).
+static inline tpu_val_t tpu_ew_cmp_k(tpu_lower_ctx_t* cx, tpu_cmp_t cmp,
+                                     tpu_val_t a, double c) {
+  return tpu_ir_compare(cx->g, cmp, a, tpu_lower_const_like(cx, a, c));
+}
+// A 0-d number input of x's dtype broadcast to x's shape (numbers are
+// inputs, so a new value does not recompile).
+tpu_val_t tpu_ew_number_like(tpu_lower_ctx_t* cx, tpu_val_t x, double value);
+// Scalar argument i (dflt when absent) as an input of x's dtype broadcast
+// to x's shape.
+tpu_val_t tpu_ew_arg_like(tpu_lower_ctx_t* cx, int i, tpu_val_t x, double dflt);
+
+#endif  // TPU_LOWER_ELEMENTWISE_H_
