@@ -162,6 +162,8 @@ at::Tensor& nonzero_out_tpu(const at::Tensor& self, at::Tensor& out) {
 at::Tensor masked_select_tpu(const at::Tensor& self, const at::Tensor& mask) {
   static const int row = row_id("masked_select_static");
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  TORCH_CHECK(mask.device() == self.device(), "Expected all tensors to be on the same device, "
+              "but found at least two devices, ", self.device(), " and ", mask.device(), "!");
   std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
   int64_t numel = c10::multiply_integers(shape);
   // Broadcasting repeats the mask whole, so its count scales.

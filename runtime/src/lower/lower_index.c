@@ -291,7 +291,7 @@ tpu_status_t tpu_lower_index_select(tpu_lower_ctx_t* cx) {
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "index_select(): Expected dtype int32 or int64 for index");
   if (tpu_arg_rank(cx, 2) > 1)
-    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+    return TPU_LOWER_ERROR(TPU_CODE_OUT_OF_RANGE,
                            "index_select(): Index is supposed to be a vector");
   int64_t d[TPU_MAX_RANK], m;
   int r0 = tpu_arg_rank(cx, 0), n = nonempty_shape(cx, 0, d);
@@ -320,10 +320,11 @@ tpu_status_t tpu_lower_index_select(tpu_lower_ctx_t* cx) {
 
 // Shared checks of index_add / index_copy: a vector index whose length is
 // source's size along dim, and source shaped like self elsewhere.
+// PyTorch raises `shape_code` for a shape mismatch (it differs by op).
 static tpu_status_t check_index_source(tpu_lower_ctx_t* cx, const char* op, int64_t dim,
-                                       int64_t m) {
+                                       int64_t m, tpu_code_t shape_code) {
   if (tpu_arg_rank(cx, 2) > 1)
-    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+    return TPU_LOWER_ERROR(TPU_CODE_OUT_OF_RANGE,
                            "%s(): Index is supposed to be a vector", op);
   int64_t sd[TPU_MAX_RANK], xd[TPU_MAX_RANK];
   int sn = nonempty_shape(cx, 3, sd), xn = nonempty_shape(cx, 0, xd);
@@ -331,7 +332,7 @@ static tpu_status_t check_index_source(tpu_lower_ctx_t* cx, const char* op, int6
   for (int i = 0; ok && i < xn; ++i) ok = i == dim || sd[i] == xd[i];
   if (!ok) {
     char a[128], b[128];
-    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+    return TPU_LOWER_ERROR(shape_code,
                            "%s(): source %s does not fit self %s along dimension %lld with "
                            "an index of %lld entries", op, shape_str(sd, sn, a, sizeof a),
                            shape_str(xd, xn, b, sizeof b), (long long)dim, (long long)m);
@@ -353,7 +354,7 @@ tpu_status_t tpu_lower_index_add(tpu_lower_ctx_t* cx) {
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "index_add_(): Expected dtype int32/int64 for index");
   int64_t m = prod(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
-  TPU_RETURN_IF_ERROR(check_index_source(cx, "index_add_", dim, m));
+  TPU_RETURN_IF_ERROR(check_index_source(cx, "index_add_", dim, m, TPU_CODE_INVALID_ARGUMENT));
   int64_t d[TPU_MAX_RANK];
   int r0 = tpu_arg_rank(cx, 0), n = nonempty_shape(cx, 0, d);
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
@@ -396,7 +397,7 @@ tpu_status_t tpu_lower_index_copy(tpu_lower_ctx_t* cx) {
                            "index_copy_(): Expected a long tensor for index, but got %s",
                            tpu_dtype_torch_name(tpu_arg_value_dtype(cx, 2)));
   int64_t m = prod(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
-  TPU_RETURN_IF_ERROR(check_index_source(cx, "index_copy_", dim, m));
+  TPU_RETURN_IF_ERROR(check_index_source(cx, "index_copy_", dim, m, TPU_CODE_OUT_OF_RANGE));
   int64_t d[TPU_MAX_RANK];
   int r0 = tpu_arg_rank(cx, 0), n = nonempty_shape(cx, 0, d);
   tpu_val_t idx = index_vector(cx, 2, &m);
@@ -422,7 +423,7 @@ tpu_status_t tpu_lower_index_fill(tpu_lower_ctx_t* cx) {
   int64_t dim;
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 1, 0), tpu_arg_rank(cx, 0), &dim));
   if (tpu_arg_value_dtype(cx, 2) != TPU_I64)
-    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+    return TPU_LOWER_ERROR(TPU_CODE_OUT_OF_RANGE,
                            "index_fill_(): Expected dtype int64 for index.");
   if (tpu_arg_rank(cx, 2) > 1)
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
@@ -522,9 +523,9 @@ static tpu_status_t scatter_prepare(tpu_lower_ctx_t* cx, const char* op, int upd
                                     bool* empty) {
   tpu_graph_t* g = cx->g;
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 1, 0), tpu_arg_rank(cx, 0), dim));
-  if (tpu_arg_value_dtype(cx, 2) != TPU_I64)
-    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "%s(): Expected dtype int64 for index",
-                           op);
+  if (!is_index_dtype(tpu_arg_value_dtype(cx, 2)))
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "%s(): Expected dtype int32/int64 for index", op);
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
   bool src_tensor = tpu_arg_is_tensor(cx, upd);
   if (src_tensor && tpu_arg_value_dtype(cx, upd) != t)
@@ -557,7 +558,7 @@ static tpu_status_t scatter_prepare(tpu_lower_ctx_t* cx, const char* op, int upd
                              (long long)*dim,
                              src_tensor ? shape_str(sd, n, c, sizeof c) : "(a scalar)");
     }
-  tpu_val_t idx = tpu_ir_reshape(g, tpu_lower_tensor(cx, 2), id, n);
+  tpu_val_t idx = tpu_ir_reshape(g, tpu_lower_input(cx, 2, TPU_I64), id, n);
   idx = checked_index(cx, idx, id, n, xd[*dim], false, TPU_CODE_INVALID_ARGUMENT,
                       "index is out of bounds for dimension %lld with size %lld",
                       (long long)*dim, (long long)xd[*dim]);
@@ -654,8 +655,8 @@ tpu_status_t tpu_lower_scatter_reduce(tpu_lower_ctx_t* cx) {
   if (!strcmp(reduce, "sum")) body = TPU_BODY_ADD;
   else if (!strcmp(reduce, "prod")) body = TPU_BODY_MUL;
   else if (!strcmp(reduce, "mean")) body = TPU_BODY_ADD, mean = true;
-  else if (!strcmp(reduce, "amax")) body = TPU_BODY_MAX;
-  else if (!strcmp(reduce, "amin")) body = TPU_BODY_MIN;
+  else if (!strcmp(reduce, "amax") || !strcmp(reduce, "max")) body = TPU_BODY_MAX;
+  else if (!strcmp(reduce, "amin") || !strcmp(reduce, "min")) body = TPU_BODY_MIN;
   else
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "reduce argument must be either sum, prod, mean, amax or amin, got "
@@ -749,7 +750,7 @@ tpu_status_t tpu_lower_put(tpu_lower_ctx_t* cx) {
   int64_t len = prod(xd, r0), m = prod(tpu_arg_sizes(cx, 1), ri);
   int64_t ms = prod(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
   if (m != ms)
-    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+    return TPU_LOWER_ERROR(TPU_CODE_OUT_OF_RANGE,
                            "put_(): Expected source and index to have the same number of "
                            "elements, but got source.numel() = %lld, index.numel() = %lld",
                            (long long)ms, (long long)m);
@@ -955,10 +956,15 @@ tpu_status_t tpu_lower_index(tpu_lower_ctx_t* cx) {
   int rank = tpu_arg_rank(cx, 0);
   const int64_t* xd = tpu_arg_sizes(cx, 0);
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
+  // PyTorch checks indices as it visits result elements: none when empty.
+  if (prod(p.out, p.nout) == 0) {
+    tpu_lower_out(cx, 0, zeros(g, t, p.out, p.nout));
+    return TPU_OK;
+  }
   tpu_val_t idx = adv_index_values(cx, 1, &p);
   bool empty_dim = false;
   for (int j = 0; j < p.k; ++j) empty_dim |= xd[p.dims[j]] == 0;
-  if (prod(p.out, p.nout) == 0 || empty_dim) {
+  if (empty_dim) {  // every index is out of range: the assertion fails
     tpu_lower_out(cx, 0, zeros(g, t, p.out, p.nout));
     return TPU_OK;
   }
@@ -1134,8 +1140,12 @@ tpu_status_t tpu_lower_index_put(tpu_lower_ctx_t* cx) {
     tpu_lower_out(cx, 0, put_where(g, x, all, v, t, xd, rank, accumulate));
     return TPU_OK;
   }
+  if (prod(p.out, p.nout) == 0) {
+    tpu_lower_out(cx, 0, x);
+    return TPU_OK;
+  }
   tpu_val_t idx = adv_index_values(cx, 1, &p);
-  if (prod(p.out, p.nout) == 0 || prod(xd, rank) == 0) {
+  if (prod(xd, rank) == 0) {
     tpu_lower_out(cx, 0, x);
     return TPU_OK;
   }
@@ -1324,18 +1334,15 @@ tpu_status_t tpu_lower_flip(tpu_lower_ctx_t* cx) {
   const int64_t* list;
   int count = tpu_arg_ints(cx, 1, &list), rank = tpu_arg_rank(cx, 0);
   bool seen[TPU_MAX_RANK] = {0};
-  int unique = 0;
   for (int i = 0; i < count; ++i) {
     int64_t d;
     TPU_RETURN_IF_ERROR(tpu_wrap_dim(list[i], rank, &d));
     if (rank == 0) continue;
-    unique += !seen[d];
+    if (seen[d])
+      return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                             "dim %lld appears multiple times in the list of dims", (long long)d);
     seen[d] = true;
   }
-  if (rank && unique != count)
-    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
-                           "dims has duplicates, original flip dims size=%d, but unique flip "
-                           "dims size=%d", count, unique);
   int64_t sorted[TPU_MAX_RANK];
   int k = 0;
   for (int i = 0; i < rank; ++i)
@@ -1428,7 +1435,7 @@ tpu_status_t tpu_lower_constant_pad_nd(tpu_lower_ctx_t* cx) {
   int np = tpu_arg_ints(cx, 1, &pad), rank = tpu_arg_rank(cx, 0);
   if (np % 2)
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
-                           "Length of pad must be even but instead it equals %d", np);
+                           "Padding length must be divisible by 2 (got %d)", np);
   if (np / 2 > rank)
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "Length of pad should be no more than twice the number of dimensions "
