@@ -575,15 +575,25 @@ def test_topk(dtype):
     check(lambda a, v, i: torch.topk(a, 2, out=(v, i)), x, v, i)
 
 
-def test_topk_ties_nan_and_errors():
-    x = torch.tensor([[1.0, 3.0, 3.0, 2.0, 3.0], [float("nan"), 0.0, 5.0, -1.0, 2.0]])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64], ids=str)
+def test_topk_ties_nan_and_errors(dtype):
+    zero = torch.zeros(1)
+    neg_nan = (zero / zero).item()  # x86's default NaN has the sign bit set
+    x = torch.tensor([[1.0, 3.0, 3.0, 2.0, 3.0, -0.0, 0.0, float("inf")],
+                      [float("nan"), 0.0, 5.0, -1.0, 2.0, neg_nan, 1.0, -float("inf")]],
+                     dtype=dtype)
     for largest in (True, False):
-        v, i = torch.topk(x.to(TPU), 3, largest=largest)
-        assert_same(torch.topk(x, 3, largest=largest).values, v)
-        # the indices name the values
-        torch.testing.assert_close(x.gather(1, i.cpu()), v.cpu(), equal_nan=True)
+        for k in (3, 7):
+            v, i = torch.topk(x.to(TPU), k, largest=largest)
+            assert_same(torch.topk(x, k, largest=largest).values, v)
+            # the indices name the values
+            torch.testing.assert_close(x.gather(1, i.cpu()), v.cpu(), equal_nan=True)
+    big = torch.tensor([[2**63 - 1, -2**63, 0, -1, 5]])
+    check(lambda a: torch.topk(a, 2, largest=False), big)
+    check(lambda a: torch.topk(a, 2), big)
+    check_error(lambda a: torch.topk(a, 2, dim=0), rand((3, 4), torch.bool))
     check(lambda a: torch.topk(a, 1), torch.tensor(2.0))
-    check_error(lambda a: torch.topk(a, 6), x)
+    check_error(lambda a: torch.topk(a, 9), x)
     check_error(lambda a: torch.topk(a, 1, dim=2), x)
 
 

@@ -1,10 +1,11 @@
 // Sorting and selection: sort, topk, kthvalue.
 //
-// All three sort (value, position) pairs stably along the dim with
+// sort and kthvalue sort (value, position) pairs stably along the dim with
 // stablehlo.sort, whose comparator puts NaN last ascending and first
 // descending as torch.sort does. A stable sort makes ties come out in their
 // original order, which is what PyTorch's stable sort returns and a valid
-// answer for topk and kthvalue (whose tie order PyTorch leaves open).
+// answer for kthvalue (whose tie order PyTorch leaves open). topk uses
+// stablehlo's top_k, which also keeps ties in index order.
 #include <string.h>
 
 #include "lower/lower.h"
@@ -66,7 +67,31 @@ tpu_status_t tpu_lower_sort(tpu_lower_ctx_t* cx) {
   return TPU_OK;
 }
 
-// topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True)
+// The sort key of topk for stablehlo's top_k, which picks the largest k
+// under the IEEE total order (-NaN < -inf < ... < -0 < +0 < ... < +NaN)
+// with ties in index order: PyTorch ranks every NaN above everything and
+// -0 equal to +0, so floats are canonicalized (in float for half
+// precision); smallest-k reverses the order (negation for floats, bitwise
+// not for integers, which cannot overflow).
+static tpu_val_t topk_key(tpu_graph_t* g, tpu_val_t x, tpu_dtype_t t, const int64_t* d, int n,
+                          bool largest) {
+  if (!tpu_dtype_is_float(t)) return largest ? x : tpu_ir_unary(g, TPU_IR_NOT, x);
+  tpu_dtype_t kt = tpu_opmath(t);
+  tpu_val_t k = tpu_ir_convert(g, x, kt);
+  tpu_val_t zero = tpu_ir_const(g, kt, 0, d, n);
+  tpu_val_t is_nan = tpu_ir_compare(g, TPU_CMP_NE, k, k);
+  k = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_EQ, k, zero), zero, k);
+  if (!largest) k = tpu_ir_unary(g, TPU_IR_NEG, k);
+  uint64_t nan = kt == TPU_F64 ? 0x7ff8000000000000ull : 0x7fc00000ull;
+  uint64_t sign = kt == TPU_F64 ? 0x8000000000000000ull : 0x80000000ull;
+  tpu_val_t top = tpu_ir_const_bits(g, kt, largest ? nan : nan | sign, d, n);
+  return tpu_ir_select(g, is_nan, top, k);
+}
+
+// topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True):
+// stablehlo's top_k over the last dim (the dim moved there), which is far
+// cheaper than a full sort when k is small. The results come out sorted
+// either way (PyTorch leaves the order open for sorted=False).
 tpu_status_t tpu_lower_topk(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
   TPU_RETURN_IF_ERROR(check_sortable(cx, "topk"));
@@ -81,6 +106,8 @@ tpu_status_t tpu_lower_topk(tpu_lower_ctx_t* cx) {
   else d[0] = 1;
   if (k < 0 || k > d[dim])
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "selected index k out of range");
+  if (tpu_arg_value_dtype(cx, 0) == TPU_BOOL)  // as PyTorch's CPU and CUDA kernels
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "topk does not support bool dtypes");
   int64_t out[TPU_MAX_RANK];
   memcpy(out, d, sizeof out);
   out[dim] = k;
@@ -90,13 +117,39 @@ tpu_status_t tpu_lower_topk(tpu_lower_ctx_t* cx) {
     tpu_lower_out(cx, 1, tpu_ir_const_i(g, TPU_I64, 0, out, rank));
     return TPU_OK;
   }
+  // Move dim last: perm swaps it with the last dim (its own inverse).
+  int64_t perm[TPU_MAX_RANK], td[TPU_MAX_RANK];
+  for (int i = 0; i < n; ++i) perm[i] = i;
+  perm[dim] = n - 1;
+  perm[n - 1] = dim;
+  for (int i = 0; i < n; ++i) td[i] = d[perm[i]];
   tpu_val_t x = tpu_ir_reshape(g, tpu_lower_tensor(cx, 0), d, n);
-  tpu_val_t v, i;
-  sort_pairs(cx, x, d, n, (int)dim, largest, &v, &i);
-  v = slice_dim(g, v, d, n, (int)dim, 0, k);
-  i = slice_dim(g, i, d, n, (int)dim, 0, k);
+  if (dim != n - 1) x = tpu_ir_transpose(g, x, perm);
+  tpu_val_t r = tpu_ir_top_k(g, topk_key(g, x, t, td, n, largest), k);
+  tpu_val_t idx = tpu_ir_convert(g, tpu_ir_result(g, r, 1), TPU_I64);
+  // Values are read from x at the chosen positions (the key lost NaN
+  // payloads and the sign of zero).
+  int64_t len = td[n - 1], rows = numel(td, n - 1), flat_len = rows * len;
+  int64_t rk[2] = {rows, k}, tk[TPU_MAX_RANK];
+  memcpy(tk, td, sizeof tk);
+  tk[n - 1] = k;
+  tpu_val_t off = tpu_ir_binary(g, TPU_IR_ADD,
+                                tpu_ir_binary(g, TPU_IR_MUL, tpu_ir_iota(g, TPU_I64, rk, 2, 0),
+                                              tpu_ir_const_i(g, TPU_I64, len, rk, 2)),
+                                tpu_ir_reshape(g, idx, rk, 2));
+  tpu_gather_dims_t dn;
+  memset(&dn, 0, sizeof dn);
+  dn.n_collapsed = dn.n_start_map = 1;
+  dn.index_vector_dim = 2;
+  int64_t one = 1;
+  tpu_val_t v = tpu_ir_gather(g, tpu_ir_reshape(g, x, &flat_len, 1), off, &dn, &one);
+  v = tpu_ir_reshape(g, v, tk, n);
+  if (dim != n - 1) {
+    v = tpu_ir_transpose(g, v, perm);
+    idx = tpu_ir_transpose(g, idx, perm);
+  }
   tpu_lower_out(cx, 0, tpu_ir_reshape(g, v, out, rank));
-  tpu_lower_out(cx, 1, tpu_ir_reshape(g, i, out, rank));
+  tpu_lower_out(cx, 1, tpu_ir_reshape(g, idx, out, rank));
   return TPU_OK;
 }
 
