@@ -407,6 +407,9 @@ def test_index_put(dtype):
     check(lambda a, i: setitem(a, i, True if dtype == torch.bool else 3), x, i)
     check(lambda a, i, v: a.index_put((i,), v), x, i, v)
     check(lambda a, i, j, v: a.index_put((i, j), v[0, :3]), x, i, j, v)
+    x3 = rand((4, 3, 5), dtype, seed=2)
+    k = torch.tensor([[4], [-1]])
+    check(lambda a, i, k, v: setitem(a, (i, slice(None), k), v[:, 0]), x3, i[:2] % 4, k, v)
     if dtype != torch.bool:
         tol = dict(atol=0.1, rtol=0.02) if dtype == torch.bfloat16 else {}
         dup = torch.tensor([1, 1, 3, 1])
@@ -668,3 +671,30 @@ def test_pad_repeat_unfold_errors_and_backward():
     check_grad(lambda a: a.unfold(2, 2, 1), x)
     check_grad(lambda a: a.unfold(1, 2, 2), x)
     check_grad(lambda a: a.unfold(0, 1, 3), x)
+
+
+def test_fused_mode():
+    """A chain of these ops recorded and run as one program; a bad index
+    among them still surfaces at the synchronization."""
+    x = rand((6, 5))
+    i = torch.tensor([4, 0, 2])
+    m = x > 0.3
+
+    def chain(a, i, m):
+        a = a.index_select(0, i).gather(1, i.reshape(3, 1).expand(3, 2).flip(0))
+        b = a.flip(0).roll(1, 1)
+        c = torch.cat([b, a], 1).clone()
+        c[c > 0] = 0.5
+        v, _ = torch.topk(c, 2)  # (c has ties, whose topk order PyTorch leaves open)
+        return v, torch.sort(c, dim=0, stable=True), m.nonzero(), c.masked_fill(c < 0, 2.0)
+    expected = chain(x, i, m)
+    with torchtpu.mode("fused"), NoFallback():
+        actual = chain(*to_tpu([x, i, m]))
+    assert_same(expected, actual)
+    xt = x.to(TPU)
+    with torchtpu.mode("fused"):
+        bad = xt.index_select(0, torch.tensor([6], device=TPU)) + 1
+        with pytest.raises(IndexError):
+            torch.tpu.synchronize()
+        assert_same(x.flip(1), xt.flip(1))
+    del bad
