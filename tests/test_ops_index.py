@@ -532,6 +532,17 @@ def test_nonzero(dtype):
     check(lambda a: a.nonzero(), torch.tensor([0.0, float("nan"), -0.0, 1.0]))
 
 
+def test_prefix_sums_across_blocks():
+    """nonzero / masked_scatter / mask index_put count with a blocked scan
+    (blocks of 128, recursively): sizes across block boundaries."""
+    m = rand((130, 131), torch.bool, seed=16)  # 17030 elements: two levels
+    x = rand((130, 131))
+    check(lambda m: m.nonzero(), m)
+    check(lambda x, m: x.masked_scatter(m, x * 2), x, m)
+    check(lambda x, m: x.index_put((m,), x[m] + 1), x, m)
+    check(lambda m: m[:, :1].nonzero(), m)  # 130: one block and a bit
+
+
 #===--- sorting ---===#
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64,
