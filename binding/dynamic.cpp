@@ -154,7 +154,7 @@ at::Tensor& write_out(const at::Tensor& r, at::Tensor& out) {
 
 at::Tensor& nonzero_out_tpu(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kLong,
-              "nonzero: Expected out tensor to have scalar type Long but got scalar type",
+              "nonzero: Expected out tensor to have scalar type Long but got scalar type ",
               out.scalar_type());
   return write_out(nonzero_tpu(self), out);
 }
