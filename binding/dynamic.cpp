@@ -1,0 +1,277 @@
+// Kernels for ops whose result shape depends on the data: nonzero,
+// masked_select, and advanced indexing with boolean masks.
+//
+// Each reads a count back from the device (a host synchronization: an
+// op-table row computes it, .item() reads it), then runs a static-shape
+// op-table row with that size. index.Tensor and _index_put_impl_ live here
+// because a boolean mask among their indices turns into integer indices
+// through nonzero first; integer indices go straight to the row, and so does
+// a lone mask in index_put (its result keeps self's shape, so the row handles
+// it on the device without a count). The work stays in the C lowerings
+// (runtime/src/lower/lower_index.c); this file only sequences calls.
+#include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include <cstring>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "binding.h"
+
+namespace torchtpu {
+namespace {
+
+using IndexList = c10::List<std::optional<at::Tensor>>;
+
+int row_id(const char* name) {
+  int row = tpu_op_lookup(name);
+  TORCH_CHECK(row >= 0, "tpu: the op table has no row '", name, "'");
+  return row;
+}
+
+// Results of a row call: new tensors, or self written in place.
+struct Results {
+  c10::DeviceIndex device = 0;
+  const at::Tensor* into = nullptr;
+  std::vector<at::Tensor> out;
+};
+
+tpu_status_t prepare(void* user, int count, const tpu_result_type_t* types,
+                     tpu_view_t* targets) noexcept {
+  auto* r = static_cast<Results*>(user);
+  try {
+    if (r->into) {
+      if (count != 1) return tpu_status_make(TPU_CODE_INTERNAL, "expected one result, got %d", count);
+      targets[0] = view_of(*r->into);
+      return TPU_OK;
+    }
+    for (int k = 0; k < count; ++k) {
+      c10::IntArrayRef sizes(types[k].sizes, static_cast<size_t>(types[k].rank));
+      r->out.push_back(new_tensor(sizes, to_torch(types[k].dtype), r->device));
+      targets[k] = view_of(r->out.back());
+    }
+    return TPU_OK;
+  } catch (const std::exception& e) {
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "%s", e.what());
+  }
+}
+
+// The runtime arguments of one call of an op-table row, in schema order.
+class RowCall {
+ public:
+  RowCall(int row, c10::DeviceIndex device) : row_(row), device_(device) {}
+
+  RowCall& tensor(const at::Tensor& t) {
+    tpu_arg_t& a = next();
+    a.kind = TPU_ARG_TENSOR;
+    a.tensor = view(t);
+    return *this;
+  }
+  // A Tensor?[] list (undefined entries are None).
+  RowCall& tensors(const std::vector<at::Tensor>& ts) {
+    lists_.emplace_back();
+    for (const at::Tensor& t : ts) lists_.back().push_back(t.defined() ? view(t) : nullptr);
+    tpu_arg_t& a = next();
+    a.kind = TPU_ARG_TENSORS;
+    a.tensors = lists_.back().data();
+    a.count = static_cast<int32_t>(ts.size());
+    return *this;
+  }
+  RowCall& integer(int64_t v) {
+    tpu_arg_t& a = next();
+    a.kind = TPU_ARG_INT;
+    a.i = v;
+    return *this;
+  }
+  RowCall& boolean(bool v) {
+    tpu_arg_t& a = next();
+    a.kind = TPU_ARG_BOOL;
+    a.b = v;
+    return *this;
+  }
+
+  std::vector<at::Tensor> run() {
+    Results r;
+    r.device = device_;
+    call(TPU_WRITE_NEW, r);
+    return std::move(r.out);
+  }
+  void run_into(const at::Tensor& self) {
+    Results r;
+    r.device = device_;
+    r.into = &self;
+    call(TPU_WRITE_INTO, r);
+  }
+
+ private:
+  tpu_arg_t& next() {
+    args_.emplace_back();
+    std::memset(&args_.back(), 0, sizeof(tpu_arg_t));
+    return args_.back();
+  }
+  const tpu_view_t* view(const at::Tensor& t) {
+    // Index tensors may live on the CPU (PyTorch allows it); move them over.
+    keep_.push_back(t.is_privateuseone() ? t : t.to(c10::Device(c10::DeviceType::PrivateUse1, device_)));
+    views_.push_back(view_of(keep_.back()));
+    return &views_.back();
+  }
+  void call(tpu_write_mode_t mode, Results& r) {
+    check(tpu_op_call(row_, device_, args_.data(), static_cast<int>(args_.size()), mode,
+                      &prepare, &r));
+  }
+
+  int row_;
+  c10::DeviceIndex device_;
+  std::vector<tpu_arg_t> args_;
+  std::deque<at::Tensor> keep_;
+  std::deque<tpu_view_t> views_;
+  std::deque<std::vector<const tpu_view_t*>> lists_;
+};
+
+c10::DeviceIndex index_of_device(const at::Tensor& t) { return t.device().index(); }
+
+// How many elements of t are nonzero: counted on the device, read back.
+int64_t device_count_nonzero(const at::Tensor& t) {
+  static const int row = row_id("nonzero_count");
+  return RowCall(row, index_of_device(t)).tensor(t).run()[0].item<int64_t>();
+}
+
+at::Tensor nonzero_tpu(const at::Tensor& self) {
+  static const int row = row_id("nonzero_static");
+  int64_t n = device_count_nonzero(self);
+  return RowCall(row, index_of_device(self)).tensor(self).integer(n).integer(-1).run()[0];
+}
+
+// out= forms: compute, then resize and copy into out (rarely used; the copy
+// keeps this file free of shape logic).
+at::Tensor& write_out(const at::Tensor& r, at::Tensor& out) {
+  at::native::resize_output(out, r.sizes());
+  out.copy_(r);
+  return out;
+}
+
+at::Tensor& nonzero_out_tpu(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kLong,
+              "nonzero: Expected out tensor to have scalar type Long but got scalar type ",
+              out.scalar_type());
+  return write_out(nonzero_tpu(self), out);
+}
+
+at::Tensor masked_select_tpu(const at::Tensor& self, const at::Tensor& mask) {
+  static const int row = row_id("masked_select_static");
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  TORCH_CHECK(mask.device() == self.device(), "Expected all tensors to be on the same device, "
+              "but found at least two devices, ", self.device(), " and ", mask.device(), "!");
+  std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
+  int64_t numel = c10::multiply_integers(shape);
+  // Broadcasting repeats the mask whole, so its count scales.
+  int64_t n = mask.numel() == 0 ? 0 : device_count_nonzero(mask) * (numel / mask.numel());
+  return RowCall(row, index_of_device(self)).tensor(self).tensor(mask).integer(n).run()[0];
+}
+
+at::Tensor& masked_select_out_tpu(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(),
+              "masked_select(): self and result must have the same scalar type");
+  return write_out(masked_select_tpu(self, mask), out);
+}
+
+bool is_mask(const at::Tensor& t) {
+  return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
+}
+
+// The indices with every boolean mask replaced by the integer indices of
+// its true elements (one tensor per dim it covers), as PyTorch does. With
+// keep_lone_mask, a mask that is the only index tensor stays (index_put's
+// row handles it on the device).
+std::vector<at::Tensor> expand_masks(const at::Tensor& self, const IndexList& indices,
+                                     bool keep_lone_mask) {
+  std::vector<at::Tensor> out;
+  int tensors = 0;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    std::optional<at::Tensor> t = indices[i];
+    if (!t || !t->defined()) continue;
+    ++tensors;
+    auto st = t->scalar_type();
+    TORCH_CHECK_INDEX(st == at::kLong || st == at::kInt || st == at::kBool || st == at::kByte,
+                      "tensors used as indices must be long, int, byte or bool tensors");
+    if (st == at::kByte)
+      TORCH_WARN("indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                 "torch.bool instead.");
+  }
+  int64_t dim = 0;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    std::optional<at::Tensor> t = indices[i];
+    if (!t || !t->defined()) {
+      out.emplace_back();
+      ++dim;
+      continue;
+    }
+    if (!is_mask(*t) || (keep_lone_mask && tensors == 1)) {
+      out.push_back(*t);
+      dim += is_mask(*t) ? t->dim() : 1;
+      continue;
+    }
+    at::Tensor mask = *t;
+    TORCH_CHECK_INDEX(mask.dim() > 0, "tpu: 0-dimensional boolean masks are not supported in "
+                                      "indexing");
+    for (int64_t j = 0; j < mask.dim(); ++j) {
+      TORCH_CHECK_INDEX(dim + j < self.dim(), "too many indices for tensor of dimension ",
+                        self.dim());
+      TORCH_CHECK_INDEX(mask.size(j) == self.size(dim + j), "The shape of the mask ",
+                        mask.sizes(), " at index ", j,
+                        " does not match the shape of the indexed tensor ", self.sizes(),
+                        " at index ", dim + j);
+    }
+    at::Tensor nz = mask.is_privateuseone() ? nonzero_tpu(mask) : at::nonzero(mask);
+    for (int64_t j = 0; j < mask.dim(); ++j) out.push_back(nz.select(1, j));
+    dim += mask.dim();
+  }
+  return out;
+}
+
+at::Tensor index_tpu(const at::Tensor& self, const IndexList& indices) {
+  static const int row = row_id("index");
+  std::vector<at::Tensor> idx = expand_masks(self, indices, false);
+  return RowCall(row, index_of_device(self)).tensor(self).tensors(idx).run()[0];
+}
+
+at::Tensor& index_out_tpu(const at::Tensor& self, const IndexList& indices, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "index_out: self (",
+              self.scalar_type(), ") and result (", out.scalar_type(),
+              ") must have the same scalar type");
+  return write_out(index_tpu(self, indices), out);
+}
+
+at::Tensor& index_put_impl_tpu(at::Tensor& self, const IndexList& indices, const at::Tensor& values,
+                            bool accumulate, bool /*unsafe*/) {
+  static const int row = row_id("index_put");
+  std::vector<at::Tensor> idx = expand_masks(self, indices, true);
+  RowCall(row, index_of_device(self)).tensor(self).tensors(idx).tensor(values).boolean(accumulate)
+      .run_into(self);
+  return self;
+}
+
+at::Tensor index_put_tpu(const at::Tensor& self, const IndexList& indices, const at::Tensor& values,
+                     bool accumulate) {
+  static const int row = row_id("index_put");
+  std::vector<at::Tensor> idx = expand_masks(self, indices, true);
+  return RowCall(row, index_of_device(self)).tensor(self).tensors(idx).tensor(values)
+      .boolean(accumulate).run()[0];
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("nonzero", TORCH_FN(nonzero_tpu));
+  m.impl("nonzero.out", TORCH_FN(nonzero_out_tpu));
+  m.impl("masked_select", TORCH_FN(masked_select_tpu));
+  m.impl("masked_select.out", TORCH_FN(masked_select_out_tpu));
+  m.impl("index.Tensor", TORCH_FN(index_tpu));
+  m.impl("index.Tensor_out", TORCH_FN(index_out_tpu));
+  m.impl("_index_put_impl_", TORCH_FN(index_put_impl_tpu));
+  m.impl("index_put", TORCH_FN(index_put_tpu));
+}
+
+}  // namespace torchtpu

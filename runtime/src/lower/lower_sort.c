@@ -1,0 +1,187 @@
+// Sorting and selection: sort, topk, kthvalue.
+//
+// sort and kthvalue sort (value, position) pairs stably along the dim with
+// stablehlo.sort, whose comparator puts NaN last ascending and first
+// descending as torch.sort does. A stable sort makes ties come out in their
+// original order, which is what PyTorch's stable sort returns and a valid
+// answer for kthvalue (whose tie order PyTorch leaves open). topk uses
+// stablehlo's top_k, which also keeps ties in index order.
+#include <string.h>
+
+#include "lower/lower.h"
+
+// Sorts x (shape d, rank n >= 1) along dim; values and i64 positions.
+static void sort_pairs(tpu_lower_ctx_t* cx, tpu_val_t x, const int64_t* d, int n, int dim,
+                       bool descending, tpu_val_t* values, tpu_val_t* indices) {
+  tpu_graph_t* g = cx->g;
+  tpu_val_t ops[2] = {x, tpu_ir_iota(g, TPU_I64, d, n, dim)};
+  tpu_val_t s = tpu_ir_sort(g, ops, 2, dim,
+                            descending ? TPU_SORT_DESCENDING : TPU_SORT_ASCENDING, true);
+  *values = tpu_ir_result(g, s, 0);
+  *indices = tpu_ir_result(g, s, 1);
+}
+
+static int64_t numel(const int64_t* d, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; ++i) p *= d[i];
+  return p;
+}
+
+static tpu_status_t check_sortable(tpu_lower_ctx_t* cx, const char* op) {
+  tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
+  if (tpu_dtype_is_complex(t))
+    return TPU_LOWER_ERROR(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'", op,
+                           tpu_dtype_torch_name(t));
+  return TPU_OK;
+}
+
+// x along dim, sliced to [start, start + len).
+static tpu_val_t slice_dim(tpu_graph_t* g, tpu_val_t x, const int64_t* d, int n, int dim,
+                           int64_t start, int64_t len) {
+  int64_t lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK];
+  memcpy(hi, d, sizeof(int64_t) * (size_t)n);
+  lo[dim] = start;
+  hi[dim] = start + len;
+  return tpu_ir_slice(g, x, lo, hi, NULL);
+}
+
+// sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False)
+tpu_status_t tpu_lower_sort(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  TPU_RETURN_IF_ERROR(check_sortable(cx, "sort"));
+  int rank = tpu_arg_rank(cx, 0);
+  int64_t dim;
+  TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 2, -1), rank, &dim));
+  bool descending = tpu_arg_bool(cx, 3, false);
+  const int64_t* d = tpu_arg_sizes(cx, 0);
+  tpu_val_t x = tpu_lower_tensor(cx, 0);
+  if (rank == 0 || numel(d, rank) == 0 || d[dim] == 1) {
+    tpu_lower_out(cx, 0, x);
+    tpu_lower_out(cx, 1, tpu_ir_const_i(g, TPU_I64, 0, d, rank));
+    return TPU_OK;
+  }
+  tpu_val_t v, i;
+  sort_pairs(cx, x, d, rank, (int)dim, descending, &v, &i);
+  tpu_lower_out(cx, 0, v);
+  tpu_lower_out(cx, 1, i);
+  return TPU_OK;
+}
+
+// The sort key of topk for stablehlo's top_k, which picks the largest k
+// under the IEEE total order (-NaN < -inf < ... < -0 < +0 < ... < +NaN)
+// with ties in index order: PyTorch ranks every NaN above everything and
+// -0 equal to +0, so floats are canonicalized (in float for half
+// precision); smallest-k reverses the order (negation for floats, bitwise
+// not for integers, which cannot overflow).
+static tpu_val_t topk_key(tpu_graph_t* g, tpu_val_t x, tpu_dtype_t t, const int64_t* d, int n,
+                          bool largest) {
+  if (!tpu_dtype_is_float(t)) return largest ? x : tpu_ir_unary(g, TPU_IR_NOT, x);
+  tpu_dtype_t kt = tpu_opmath(t);
+  tpu_val_t k = tpu_ir_convert(g, x, kt);
+  tpu_val_t zero = tpu_ir_const(g, kt, 0, d, n);
+  tpu_val_t is_nan = tpu_ir_compare(g, TPU_CMP_NE, k, k);
+  k = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_EQ, k, zero), zero, k);
+  if (!largest) k = tpu_ir_unary(g, TPU_IR_NEG, k);
+  uint64_t nan = kt == TPU_F64 ? 0x7ff8000000000000ull : 0x7fc00000ull;
+  uint64_t sign = kt == TPU_F64 ? 0x8000000000000000ull : 0x80000000ull;
+  tpu_val_t top = tpu_ir_const_bits(g, kt, largest ? nan : nan | sign, d, n);
+  return tpu_ir_select(g, is_nan, top, k);
+}
+
+// topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True):
+// stablehlo's top_k over the last dim (the dim moved there), which is far
+// cheaper than a full sort when k is small. The results come out sorted
+// either way (PyTorch leaves the order open for sorted=False).
+tpu_status_t tpu_lower_topk(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  TPU_RETURN_IF_ERROR(check_sortable(cx, "topk"));
+  int rank = tpu_arg_rank(cx, 0);
+  int64_t dim;
+  TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 2, -1), rank, &dim));
+  int64_t k = tpu_arg_int(cx, 1, 0);
+  bool largest = tpu_arg_bool(cx, 3, true);
+  int64_t d[TPU_MAX_RANK];
+  int n = rank ? rank : 1;
+  if (rank) memcpy(d, tpu_arg_sizes(cx, 0), sizeof(int64_t) * (size_t)rank);
+  else d[0] = 1;
+  if (k < 0 || k > d[dim])
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "selected index k out of range");
+  if (tpu_arg_value_dtype(cx, 0) == TPU_BOOL)  // as PyTorch's CPU and CUDA kernels
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "topk does not support bool dtypes");
+  int64_t out[TPU_MAX_RANK];
+  memcpy(out, d, sizeof out);
+  out[dim] = k;
+  tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
+  if (numel(out, n) == 0) {
+    tpu_lower_out(cx, 0, tpu_ir_const(g, t, 0, out, rank));
+    tpu_lower_out(cx, 1, tpu_ir_const_i(g, TPU_I64, 0, out, rank));
+    return TPU_OK;
+  }
+  // Move dim last: perm swaps it with the last dim (its own inverse).
+  int64_t perm[TPU_MAX_RANK], td[TPU_MAX_RANK];
+  for (int i = 0; i < n; ++i) perm[i] = i;
+  perm[dim] = n - 1;
+  perm[n - 1] = dim;
+  for (int i = 0; i < n; ++i) td[i] = d[perm[i]];
+  tpu_val_t x = tpu_ir_reshape(g, tpu_lower_tensor(cx, 0), d, n);
+  if (dim != n - 1) x = tpu_ir_transpose(g, x, perm);
+  tpu_val_t r = tpu_ir_top_k(g, topk_key(g, x, t, td, n, largest), k);
+  tpu_val_t idx = tpu_ir_convert(g, tpu_ir_result(g, r, 1), TPU_I64);
+  // Values are read from x at the chosen positions (the key lost NaN
+  // payloads and the sign of zero).
+  int64_t len = td[n - 1], rows = numel(td, n - 1), flat_len = rows * len;
+  int64_t rk[2] = {rows, k}, tk[TPU_MAX_RANK];
+  memcpy(tk, td, sizeof tk);
+  tk[n - 1] = k;
+  tpu_val_t off = tpu_ir_binary(g, TPU_IR_ADD,
+                                tpu_ir_binary(g, TPU_IR_MUL, tpu_ir_iota(g, TPU_I64, rk, 2, 0),
+                                              tpu_ir_const_i(g, TPU_I64, len, rk, 2)),
+                                tpu_ir_reshape(g, idx, rk, 2));
+  tpu_gather_dims_t dn;
+  memset(&dn, 0, sizeof dn);
+  dn.n_collapsed = dn.n_start_map = 1;
+  dn.index_vector_dim = 2;
+  int64_t one = 1;
+  tpu_val_t v = tpu_ir_gather(g, tpu_ir_reshape(g, x, &flat_len, 1), off, &dn, &one);
+  v = tpu_ir_reshape(g, v, tk, n);
+  if (dim != n - 1) {
+    v = tpu_ir_transpose(g, v, perm);
+    idx = tpu_ir_transpose(g, idx, perm);
+  }
+  tpu_lower_out(cx, 0, tpu_ir_reshape(g, v, out, rank));
+  tpu_lower_out(cx, 1, tpu_ir_reshape(g, idx, out, rank));
+  return TPU_OK;
+}
+
+// kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False): the k-th
+// smallest (NaN counts as the largest).
+tpu_status_t tpu_lower_kthvalue(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  TPU_RETURN_IF_ERROR(check_sortable(cx, "kthvalue"));
+  int rank = tpu_arg_rank(cx, 0);
+  int64_t dim;
+  TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 2, -1), rank, &dim));
+  int64_t k = tpu_arg_int(cx, 1, 0);
+  bool keepdim = tpu_arg_bool(cx, 3, false);
+  int64_t d[TPU_MAX_RANK];
+  int n = rank ? rank : 1;
+  if (rank) memcpy(d, tpu_arg_sizes(cx, 0), sizeof(int64_t) * (size_t)rank);
+  else d[0] = 1;
+  if (k < 1 || k > d[dim])
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "kthvalue(): selected number k out of range for dimension %lld",
+                           (long long)dim);
+  // Result: dim dropped, or kept with size 1.
+  int64_t out[TPU_MAX_RANK];
+  int nout = 0;
+  for (int i = 0; i < rank; ++i)
+    if (i != dim || keepdim) out[nout++] = i == dim ? 1 : d[i];
+  tpu_val_t x = tpu_ir_reshape(g, tpu_lower_tensor(cx, 0), d, n);
+  tpu_val_t v, i;
+  sort_pairs(cx, x, d, n, (int)dim, false, &v, &i);
+  v = slice_dim(g, v, d, n, (int)dim, k - 1, 1);
+  i = slice_dim(g, i, d, n, (int)dim, k - 1, 1);
+  tpu_lower_out(cx, 0, tpu_ir_reshape(g, v, out, nout));
+  tpu_lower_out(cx, 1, tpu_ir_reshape(g, i, out, nout));
+  return TPU_OK;
+}
