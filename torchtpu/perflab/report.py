@@ -96,12 +96,15 @@ def markdown(doc):
         fn = {"dispatch": _md_dispatch, "ops": _md_ops, "models": _md_models,
               "coverage": _md_coverage}[name]
         lines += fn(doc, recs, rats) + [""]
-    errors = [r for r in doc["records"] if r["status"] != "ok"]
+    errors = {}
+    for r in doc["records"]:
+        if r["status"] != "ok":
+            why = (r.get("error") or "").replace("|", "/")[:200]
+            errors.setdefault((r["status"], why), []).append(r["id"])
     if errors:
         lines += ["## Not measured", ""]
-        lines += table(["figure", "status", "why"],
-                       [[r["id"], r["status"], (r.get("error") or "").replace("|", "/")[:160]]
-                        for r in errors])
+        lines += table(["figures", "status", "why"],
+                       [[", ".join(ids), status, why] for (status, why), ids in errors.items()])
         lines.append("")
     return "\n".join(lines)
 
@@ -396,13 +399,24 @@ def _plot_coverage(plt, doc, recs, rats):
 
 #===--- compare ---===#
 
-def _significant(a, b):
-    """Whether two timed records differ beyond their spread: their min-max
-    ranges do not overlap. Counts differ when they are not equal."""
+TIME_UNITS = ("us", "ms", "s")
+
+
+def _verdict(a, b, threshold):
+    """better, worse, or ~ (within noise) for record b against record a.
+    Repeated timings: their min-max ranges must not overlap and the median
+    move by at least `threshold`. Single timings (a first step, a compile):
+    a move of 50% or more, marked with "?". Counts and sizes: any change."""
+    up = b["value"] > a["value"]
+    word = "better" if up == (a["better"] == "higher") else "worse"
+    change = abs(b["value"] / a["value"] - 1) if a["value"] else float("inf")
     sa, sb = a.get("stats"), b.get("stats")
     if sa and sb:
-        return sb["min"] > sa["max"] or sb["max"] < sa["min"]
-    return a["value"] != b["value"]
+        apart = sb["min"] > sa["max"] or sb["max"] < sa["min"]
+        return word if apart and change >= threshold else "~"
+    if a["unit"] in TIME_UNITS:
+        return word + "?" if change >= 0.5 else "~"
+    return word if a["value"] != b["value"] else "~"
 
 
 def compare(a, b, threshold=0.05):
@@ -419,11 +433,7 @@ def compare(a, b, threshold=0.05):
         if x["value"] is None or y["value"] is None:
             continue
         change = (y["value"] / x["value"] - 1) if x["value"] else None
-        verdict = "~"
-        if _significant(x, y) and (change is None or abs(change) >= threshold
-                                   or not x.get("stats")):
-            up = y["value"] > x["value"]
-            verdict = "better" if up == (x["better"] == "higher") else "worse"
+        verdict = _verdict(x, y, threshold)
         rows.append([rid, x["unit"], num(x["value"]), num(y["value"]),
                      "" if change is None else f"{100 * change:+.1f}%", verdict])
     for rid in [k for k in qa if k in qb]:
@@ -449,11 +459,17 @@ def compare(a, b, threshold=0.05):
     if a["run"].get("config") != b["run"].get("config"):
         lines.append("warning: the runs used different settings (sizes or repetitions)")
     lines += ["", "better/worse: beyond both runs' min-max spread and at least "
-              f"{100 * threshold:.0f}% (ratios: {200 * threshold:.0f}%); ~ within noise", ""]
-    lines += table(["figure", "unit", "A", "B", "change", ""], rows)
-    n_b = sum(1 for r in rows if r[-1] == "better")
-    n_w = sum(1 for r in rows if r[-1] == "worse")
-    lines += ["", f"{len(rows)} figures compared: {n_b} better, {n_w} worse"]
+              f"{100 * threshold:.0f}% (ratios: {200 * threshold:.0f}%); counts: any change; "
+              "single timings (first step, compile): 50% or more, marked ?; ~ within noise", ""]
+    header = ["figure", "unit", "A", "B", "change", ""]
+    changed = [r for r in rows if r[-1] != "~"]
+    n_b = sum(1 for r in rows if r[-1].startswith("better"))
+    n_w = sum(1 for r in rows if r[-1].startswith("worse"))
+    lines += [f"{len(rows)} figures compared: {n_b} better, {n_w} worse, "
+              f"{len(rows) - len(changed)} within noise", "", "## Changes", ""]
+    lines += table(header, changed) if changed else ["(none beyond noise)"]
+    lines += ["", "## All figures", ""] + table(header, rows)
+    lines.append("")
     if only_a:
         lines.append(f"only in A: {len(only_a)} ({', '.join(only_a[:8])}{' ...' if len(only_a) > 8 else ''})")
     if only_b:

@@ -1,7 +1,7 @@
 """Suite `ops`: throughput of large single ops, and this machine's peaks.
 
-Calibration first: memory bandwidth from a large copy (numpy) and a large
-add (PyTorch CPU); compute from a large float32 matmul (PyTorch CPU and
+Calibration first: memory bandwidth from a large copy (numpy), a large add
+and a large sum (PyTorch CPU); compute from a large float32 matmul (PyTorch CPU and
 numpy; both call an optimized SGEMM on all threads). The fastest sample of
 any method is the "practical peak" the ops are compared with (load from
 other processes only ever slows a sample down; the medians are kept too).
@@ -72,6 +72,13 @@ def calibrate(results, cfg, sz, reps, bar):
                                      _rate(t, 3 * 4 * n), bytes=3 * 4 * n,
                                      how="torch.add(a, b, out=c) on CPU: two reads and one write")
     bar.step("calibrate memory: torch add")
+    bar.now("calibrate memory: torch sum")
+    t = harness.measure(lambda: a.sum(), reps=reps, warmup=2)
+    bw["torch_sum"] = results.record(SUITE, "memory_bandwidth", "torch-sum", "rate", "GB/s",
+                                     _rate(t, 4 * n), bytes=4 * n,
+                                     how="a.sum() on CPU: one read (reads alone stream faster "
+                                         "than a copy, whose writes also cost a read)")
+    bar.step("calibrate memory: torch sum")
     del src, dst, a, b, c
 
     m = sz["calib_matmul"]
@@ -162,7 +169,7 @@ def run(results, cfg, progress=None):
     warmup = cfg.pick(2, 2, 1)
     jax_wanted = (cfg.peers and (cfg.impls is None or "jax" in cfg.impls)
                   and importlib.util.find_spec("jax") is not None)
-    bar = progress or harness.Progress(SUITE, 4 + len(BENCHES) + (1 if jax_wanted else 0))
+    bar = progress or harness.Progress(SUITE, 5 + len(BENCHES) + (1 if jax_wanted else 0))
     results.suites[SUITE] = {"config": {"sizes": sz, "reps": reps, "warmup": warmup,
                                         "dtype": "float32", "tpu_mode": "strict",
                                         "interleaved": True,
