@@ -10,8 +10,8 @@ the perflab process: later first steps then reuse earlier compiles.)
 
 Per model and kind:
   first step     wall time of step 1 (compiles included)
-  warmup steps   steps run until one compiled nothing (tpu); first step plus
-                 two more elsewhere
+  warmup steps   tpu: steps run until one compiled (or loaded) no program;
+                 elsewhere the first step and two more, untimed
   step           median wall time per step after warmup, each step followed
                  by torch.tpu.synchronize(); inputs are on the device already
   compiles, host syncs, CPU fallbacks and executions per timed step (the
@@ -145,10 +145,9 @@ def bench_one(name, impl, kind, shape, reps, max_warmup):
         out["compiles_stopped"] = misses[-1] == 0
         torch.tpu.reset_peak_memory_stats()
         before = harness.counters()
-    else:
+    else:  # no compile counter to watch: two more untimed steps
         for _ in range(2):
             timed()
-        out["warmup_steps"] = 1
     samples = harness.measure(step, reps=reps, warmup=0, sync=sync)
     out["step_s"] = samples.samples
     if tpu:
