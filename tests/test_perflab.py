@@ -75,7 +75,7 @@ def _rec(doc, rid):
 def test_dispatch_figures(run_doc):
     doc, _ = run_doc
     reps = doc["suites"]["dispatch"]["config"]["reps"]
-    for op in ("add", "mul", "matmul", "sum", "index_select"):
+    for op in ("add", "mul", "matmul", "sum", "index_select", "sum_item"):
         for impl in ["cpu-eager"] + TPU_IMPLS:
             r = _rec(doc, f"dispatch/{op}/{impl}/us_per_op")
             assert r["status"] == "ok" and r["value"] > 0 and r["stats"]["n"] == reps
@@ -84,6 +84,8 @@ def test_dispatch_figures(run_doc):
     # Counted, not assumed: no fallback for add today, one per op for a
     # fallback op reported as such.
     assert _rec(doc, "dispatch/add/tpu-strict/fallbacks_per_op")["value"] == 0
+    # .item() reads back every op: one host sync per op besides the closing one
+    assert _rec(doc, "dispatch/sum_item/tpu-strict/host_syncs_per_op")["value"] >= 1
 
 
 def test_ops_figures(run_doc):

@@ -84,8 +84,9 @@ def markdown(doc):
         line = (f"- load average (1 min) during the run: {min(loads):.1f} to {max(loads):.1f} "
                 f"on {env['cpus']} CPUs")
         if max(loads) > env["cpus"]:
-            line += (" — other processes competed for the CPUs: absolute figures are slowed "
-                     "(PyTorch's multi-threaded CPU ops most), ratios less so")
+            line += (" — other processes competed for the CPUs: figures are slowed, PyTorch's "
+                     "multi-threaded CPU ops most (also those of CPU fallbacks); --threads 1 "
+                     "avoids their waits on descheduled threads")
         lines.append(line)
     lines.append("")
     for name in doc["run"]["suites"]:

@@ -5,7 +5,9 @@ Each sample runs a loop of `inner` ops and then waits for the device
 flush and the wait: in fused mode the whole loop is one recorded graph,
 flushed once. `issue_us` is the loop alone, before the wait: what the
 Python thread spends per op (recording, in fused mode). PyTorch CPU eager
-runs the same loop in the same process as the peer. The implementations'
+runs the same loop in the same process as the peer. `sum_item` reads each
+sum back (.item()): the latency of one host round trip, which every CPU
+fallback and every .item() in a model pays. The implementations'
 samples are interleaved (round-robin), so a change of machine load during
 the suite affects them alike.
 """
@@ -13,7 +15,7 @@ from torchtpu.perflab import harness
 from torchtpu.perflab.harness import Stats
 
 SUITE = "dispatch"
-OPS = ("add", "mul", "matmul", "sum", "index_select")
+OPS = ("add", "mul", "matmul", "sum", "index_select", "sum_item")
 IMPLS = ("cpu-eager", "tpu-strict", "tpu-fused", "tpu-debug")
 SHAPE = (16, 16)
 
@@ -44,6 +46,9 @@ def make_op(name, device):
     elif name == "index_select":
         def op():
             y[0] = x.index_select(0, idx)
+    elif name == "sum_item":  # a host sync every op: the round trip to the device and back
+        def op():
+            y[0] = x.sum().item()
     else:
         raise ValueError(name)
     return op
