@@ -215,13 +215,16 @@ def _md_models(doc, recs, rats):
                              cell(recs, base + "host_syncs_per_step", False),
                              cell(recs, base + "fallbacks_per_step", False),
                              cell(recs, base + "executions_per_step", False),
-                             cell(recs, base + "peak_memory_MB", False), ""])
+                             cell(recs, base + "peak_memory_MB", False),
+                             cell(recs, base + "first_step_compile_s", False)])
             elif base + "compile_s" in recs:
                 rows.append([b, i, first, "", "", "", "", "", "", "",
                              cell(recs, base + "compile_s", False)])
     out += table(["model", "impl", "first step s", "warmup steps", "compiles per warmup step",
                   "compiles/step", "host syncs/step", "CPU fallbacks/step", "executions/step",
                   "peak MB", "compile s"], rows)
+    out += ["", "compile s: tpu, XLA compile time within the first step; Inductor and JAX, "
+            "first step minus the median step."]
     fb = s.get("fallback_ops") or {}
     if fb:
         out += ["", "### CPU fallbacks per step (ops not yet lowered natively)", "",

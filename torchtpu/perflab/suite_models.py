@@ -235,6 +235,8 @@ def _record(results, name, impl, kind, r):
                                "inductor_counters", "first_step_disk_hits") if k in r}
     rec("step_ms", "ms", stats=st.scaled(1e3), **extra)
     rec("first_step_s", "s", value=r["first_step_s"])
+    if "first_step_compile_s" in r:
+        rec("first_step_compile_s", "s", value=r["first_step_compile_s"])
     if r.get("warmup_steps") is not None or "compiles_stopped" in r:
         if r.get("warmup_steps") is None:
             results.failed(SUITE, bench, impl, "warmup_steps", "count",
