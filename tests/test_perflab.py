@@ -22,10 +22,17 @@ TPU_IMPLS = ["tpu-strict", "tpu-fused", "tpu-debug"]
 def run_doc(tmp_path_factory):
     """One tiny run of every suite, in this process (the models suite on
     the MLP only, without Inductor and JAX, to stay within seconds)."""
+    import torch
+
+    import torchtpu
+
     out = tmp_path_factory.mktemp("perflab")
     cfg = harness.Config(tiny=True, isolate=False, peers=False, models=["MLP"],
                          impls=TPU_IMPLS + ["cpu-eager"])
+    threads, mode = torch.get_num_threads(), torchtpu.get_mode()
     doc = runner.run(list(runner.SUITES), cfg, out, quiet=True)
+    # The run leaves the process as it found it.
+    assert (torch.get_num_threads(), torchtpu.get_mode()) == (threads, mode)
     return doc, out
 
 
@@ -118,6 +125,7 @@ def test_models_figures(run_doc):
         assert _rec(doc, f"models/MLP-{kind}/cpu-eager/step_ms")["value"] > 0
     r = _rec(doc, "models/MLP-train/tpu-strict/step_ms")
     assert r["extra"]["mode"] == "strict" and r["extra"]["params"] > 0
+    assert doc["suites"]["models"]["config"]["torch_threads"] == 1
 
 
 def test_coverage_figures(run_doc):

@@ -454,7 +454,10 @@ class Config:
         self.models = tuple(models) if models else ("MLP", "CNN", "GPT")
         self.impls = tuple(impls) if impls else None
         self.timeout = timeout
-        self.threads = threads  # torch CPU threads (None: PyTorch's default)
+        # PyTorch CPU threads: None, the default policy (1 in the models
+        # suite, PyTorch's own choice elsewhere); 0, PyTorch's choice
+        # everywhere; N, N everywhere.
+        self.threads = threads
 
     def pick(self, full, quick, tiny=None):
         if self.tiny and tiny is not None:
@@ -463,6 +466,12 @@ class Config:
 
     def n_reps(self, full, quick, tiny=None):
         return self.reps or self.pick(full, quick, tiny)
+
+    def model_threads(self):
+        """PyTorch CPU threads in the models suite (None: PyTorch's choice)."""
+        if self.threads is None:
+            return 1
+        return self.threads or None
 
     def wants(self, impl):
         return self.impls is None or impl in self.impls

@@ -85,8 +85,8 @@ def markdown(doc):
                 f"on {env['cpus']} CPUs")
         if max(loads) > env["cpus"]:
             line += (" — other processes competed for the CPUs: figures are slowed, PyTorch's "
-                     "multi-threaded CPU ops most (also those of CPU fallbacks); --threads 1 "
-                     "avoids their waits on descheduled threads")
+                     "multi-threaded CPU ops most (the models suite runs PyTorch on one "
+                     "thread by default for this reason)")
         lines.append(line)
     lines.append("")
     for name in doc["run"]["suites"]:
@@ -186,7 +186,8 @@ def _md_models(doc, recs, rats):
         for k in ("forward", "train"):
             benches.append(f"{m}-{k}")
     out = [f"## models: step time in ms ({c['reps']} timed steps after warmup; shapes "
-           + ", ".join(f"{m} {v}" for m, v in c["shapes"].items()) + ")", ""]
+           + ", ".join(f"{m} {v}" for m, v in c["shapes"].items())
+           + f"; PyTorch CPU threads {c.get('torch_threads', 'default')})", ""]
     ratio_names = ["tpu-fused/tpu-strict", "tpu-strict/cpu-eager", "tpu-fused/cpu-eager",
                    "tpu-debug/cpu-eager", "cpu-inductor/cpu-eager"]
     ratio_names = [n for n in ratio_names if any(r.endswith("/ratio/" + n) for r in rats)]

@@ -55,7 +55,7 @@ def run(suites, cfg, out_dir=None, make_plots=True, warm_cache=False, command=No
     cache_tmp = None if warm_cache else _fresh_caches()
     try:
         harness.quiet_fallback_warnings()
-        if cfg.threads:
+        if cfg.threads:  # None or 0: PyTorch's own choice here
             import torch
 
             torch.set_num_threads(cfg.threads)
@@ -131,7 +131,8 @@ def main(argv=None):
                    help="keep the usual on-disk compile caches (default: empty ones per run)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--threads", type=int,
-                   help="torch CPU threads for the PyTorch peers (default: PyTorch's choice)")
+                   help="PyTorch CPU threads everywhere (0: PyTorch's choice everywhere; "
+                        "default: 1 in the models suite, PyTorch's choice elsewhere)")
     p.add_argument("--timeout", type=int, default=300,
                    help="seconds allowed per worker process (default 300)")
     p.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),

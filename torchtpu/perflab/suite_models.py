@@ -8,6 +8,13 @@ compile caches of its own that start empty, so a first step is a cold one;
 a crash in one combination does not end the run. (--no-isolate runs all in
 the perflab process: later first steps then reuse earlier compiles.)
 
+PyTorch runs on one CPU thread here unless --threads says otherwise (CPU
+eager, Inductor's code, and the CPU fallbacks of tpu runs): on a shared
+2-core machine, two OpenMP threads stall for a scheduler time slice whenever
+another process holds a core (24 ms per step was seen for an MLP forward
+that takes 0.2 ms on one thread), which no median can remove. XLA (tpu, JAX)
+keeps its own thread pool.
+
 Per model and kind:
   first step     wall time of step 1 (compiles included)
   warmup steps   tpu: steps run until one compiled (or loaded) no program;
@@ -180,9 +187,11 @@ def worker(job):
     import torchtpu
 
     harness.quiet_fallback_warnings()
+    threads = torch.get_num_threads()
     if job.get("threads"):
         torch.set_num_threads(job["threads"])
-    doc = {"kinds": {}, "load_average": [harness.load_average()]}
+    doc = {"kinds": {}, "load_average": [harness.load_average()],
+           "torch_threads": torch.get_num_threads()}
     previous = torchtpu.get_mode()
     if job["impl"].startswith("tpu-"):
         torchtpu.set_mode(job["impl"].split("-", 1)[1])
@@ -203,6 +212,7 @@ def worker(job):
                 harness.write_json(job["path"], doc)
     finally:
         torchtpu.set_mode(previous)
+        torch.set_num_threads(threads)
     return doc
 
 
@@ -286,7 +296,8 @@ def run(results, cfg, progress=None):
     results.suites[SUITE] = {"config": {"shapes": {m: sh[m] for m in models}, "reps": reps,
                                         "max_warmup": max_warmup, "impls": impls,
                                         "isolated": cfg.isolate, "optimizer": "AdamW(lr=1e-3)",
-                                        "dtype": "float32"}}
+                                        "dtype": "float32",
+                                        "torch_threads": cfg.model_threads() or "default"}}
     fallback_ops = {}
     loads = results.suites[SUITE]["load_average"] = []
     for name in models:
@@ -295,7 +306,8 @@ def run(results, cfg, progress=None):
                 label = f"{name}-{kind} {impl}"
                 bar.now(label)
                 job = {"model": name, "impl": impl, "kinds": [kind], "shape": sh[name],
-                       "reps": reps, "max_warmup": max_warmup, "threads": cfg.threads}
+                       "reps": reps, "max_warmup": max_warmup,
+                       "threads": cfg.model_threads()}
                 t0 = time.perf_counter()
                 doc, err = _run_worker(job, cfg)
                 loads += [v for v in (doc or {}).get("load_average", []) if v is not None]
