@@ -463,6 +463,12 @@ def compare(a, b, threshold=0.05):
                      "are not comparable, ratios may be")
     if a["run"].get("config") != b["run"].get("config"):
         lines.append("warning: the runs used different settings (sizes or repetitions)")
+    for peak in ("ops/memory_bandwidth/peak/rate", "ops/compute/peak/rate"):
+        x, y = ra.get(peak), rb.get(peak)
+        if x and y and x["value"] and y["value"] and abs(y["value"] / x["value"] - 1) > 0.1:
+            lines.append(f"note: this machine's calibrated {x['unit']} peak moved "
+                         f"{100 * (y['value'] / x['value'] - 1):+.0f}% between the runs: the "
+                         "machine's state (load) differed; ratios are the steadier guide")
     lines += ["", "better/worse: beyond both runs' min-max spread and at least "
               f"{100 * threshold:.0f}% (ratios: {200 * threshold:.0f}%); counts: any change; "
               "single timings (first step, compile): 50% or more, marked ?; ~ within noise", ""]
