@@ -52,3 +52,15 @@ asan: $(VENV)/.deps
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan torchtpu/_C*.so
+
+# perflab, the benchmark suite (docs/perflab.md): every suite, results in
+# perflab/results/. Options through BENCH_ARGS, e.g. BENCH_ARGS=--quick.
+bench: build
+	$(PY) -m torchtpu.perflab $(BENCH_ARGS)
+
+# Optional peers for perflab (JAX on the same CPU); bench never needs them.
+# requirements.txt constrains the shared dependencies (numpy) to its pins.
+peers: $(VENV)/.deps
+	$(PY) -m pip install -q -c requirements.txt jax==0.10.2 jaxlib==0.10.2
+
+.PHONY: bench peers

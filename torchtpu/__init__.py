@@ -7,9 +7,16 @@ entry point) makes the device ``tpu`` available: ``torch.ones(3, device="tpu")``
 import os
 import sys
 
-import torch
-
 __version__ = "0.1.0"
+
+
+def _autoload():
+    """Entry point of the ``torch.backends`` group: importing is the work."""
+
+
+# Defined before ``import torch``: when torchtpu is imported first, torch's
+# import loads the entry point above from this partly initialized module.
+import torch  # noqa: E402
 
 
 def _plugin_search_path():
@@ -36,10 +43,6 @@ def _register():
 
 
 _register()
-
-
-def _autoload():
-    """Entry point of the ``torch.backends`` group: importing is the work."""
 
 
 __all__ = ["metrics", "recompiles", "report", "reset_metrics", "mode", "set_mode", "get_mode"]

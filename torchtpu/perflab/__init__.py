@@ -1,0 +1,3 @@
+"""perflab: torchtpu's benchmark suite (``python -m torchtpu.perflab``, ``make
+bench``; see docs/perflab.md) and the reference models it measures
+(models.py)."""

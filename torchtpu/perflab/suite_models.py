@@ -1,0 +1,357 @@
+"""Suite `models`: the MLP, CNN and GPT of models.py, inference (forward
+under no_grad, eval mode) and one training step (forward, loss, backward,
+AdamW step), on tpu in each mode, PyTorch CPU eager, torch.compile with
+Inductor on CPU and, for the MLP, JAX when installed.
+
+Each (model, kind, implementation) runs in a fresh process by default, with
+compile caches of its own that start empty, so a first step is a cold one;
+a crash in one combination does not end the run. (--no-isolate runs all in
+the perflab process: later first steps then reuse earlier compiles.)
+
+PyTorch runs on one CPU thread here unless --threads says otherwise (CPU
+eager, Inductor's code, and the CPU fallbacks of tpu runs): on a shared
+2-core machine, two OpenMP threads stall for a scheduler time slice whenever
+another process holds a core (24 ms per step was seen for an MLP forward
+that takes 0.2 ms on one thread), which no median can remove. XLA (tpu, JAX)
+keeps its own thread pool.
+
+Per model and kind:
+  first step     wall time of step 1 (compiles included)
+  warmup steps   tpu: steps run until one compiled (or loaded) no program;
+                 elsewhere the first step and two more, untimed
+  step           median wall time per step after warmup, each step followed
+                 by torch.tpu.synchronize(); inputs are on the device already
+  compiles, host syncs, CPU fallbacks and executions per timed step (the
+  closing synchronize() of each step is not counted as a host sync)
+  peak memory    torch.tpu.max_memory_allocated() over the timed steps
+  compile        Inductor and JAX: first step minus the median step
+"""
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from torchtpu.perflab import harness
+from torchtpu.perflab.harness import Stats
+
+SUITE = "models"
+MODELS = ("MLP", "CNN", "GPT")
+KINDS = ("forward", "train")
+IMPLS = ("tpu-strict", "tpu-fused", "tpu-debug", "cpu-eager", "cpu-inductor")
+
+
+def shapes(quick, tiny):
+    def pick(full, q, t):
+        return t if tiny else q if quick else full
+
+    return {
+        "MLP": {"batch": pick(256, 64, 8)},
+        "CNN": {"batch": pick(32, 8, 2)},
+        "GPT": {"batch": pick(16, 4, 2), "seq": pick(32, 16, 8)},
+    }
+
+
+def build(name, shape, device, seed=0):
+    """(model, forward inputs, loss function) on `device`."""
+    import torch
+    import torch.nn.functional as F
+
+    from torchtpu.perflab import models
+
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    b = shape["batch"]
+    if name == "MLP":
+        model = models.MLP()
+        x = torch.randn(b, 64, generator=g)
+        y = torch.randint(0, 10, (b,), generator=g)
+    elif name == "CNN":
+        model = models.CNN()
+        x = torch.randn(b, 3, 16, 16, generator=g)
+        y = torch.randint(0, 10, (b,), generator=g)
+    elif name == "GPT":
+        t = shape["seq"]
+        model = models.GPT(vocab=64, dim=64, heads=4, layers=2, block=t)
+        x = torch.randint(0, 64, (b, t), generator=g)
+        y = torch.randint(0, 64, (b, t), generator=g)
+    else:
+        raise ValueError(name)
+    model = model.to(device)
+    x, y = x.to(device), y.to(device)
+    if name == "GPT":
+        return model, (x,), lambda m: m(x, y)[1]
+    return model, (x,), lambda m: F.cross_entropy(m(x), y)
+
+
+def _step_fn(kind, model, runner, inputs, loss_fn):
+    import torch
+
+    if kind == "forward":
+        model.eval()
+
+        def step():
+            with torch.no_grad():
+                runner(*inputs)
+        return step
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(runner)
+        loss.backward()
+        opt.step()
+    return step
+
+
+def bench_one(name, impl, kind, shape, reps, max_warmup):
+    """Measures one (model, impl, kind) in this process; returns a dict."""
+    import torch
+
+    import torchtpu
+
+    tpu = impl.startswith("tpu-")
+    device = "tpu" if tpu else "cpu"
+    sync = harness.tpu_sync if tpu else None
+    out = {"model": name, "impl": impl, "kind": kind, "shape": shape}
+    model, inputs, loss_fn = build(name, shape, device)
+    out["params"] = sum(p.numel() for p in model.parameters())
+    runner = model
+    if impl == "cpu-inductor":
+        runner = torch.compile(model, backend="inductor")
+    step = _step_fn(kind, model, runner, inputs, loss_fn)
+    if tpu:
+        torch.tpu.synchronize()
+
+    def timed():
+        before = harness.counters() if tpu else None
+        t0 = time.perf_counter()
+        step()
+        if sync:
+            sync()
+        dt = time.perf_counter() - t0
+        return dt, (harness.counter_delta(before, harness.counters()) if tpu else None)
+
+    first, d = timed()
+    out["first_step_s"] = first
+    if tpu:
+        out["first_step_compiles"] = d["compiles"]
+        out["first_step_compile_s"] = d["compile_seconds"]
+        out["first_step_disk_hits"] = d["disk_hits"]
+        compiles, misses = [d["compiles"]], [d["cache_misses"]]
+        # Warmup ends at the first step that neither compiled a program nor
+        # loaded one from the disk cache.
+        while misses[-1] > 0 and len(misses) < max_warmup:
+            d = timed()[1]
+            compiles.append(d["compiles"])
+            misses.append(d["cache_misses"])
+        out["compiles_per_warmup_step"] = compiles
+        out["warmup_steps"] = len(misses) - 1 if misses[-1] == 0 else None
+        out["compiles_stopped"] = misses[-1] == 0
+        torch.tpu.reset_peak_memory_stats()
+        before = harness.counters()
+    else:  # no compile counter to watch: two more untimed steps
+        for _ in range(2):
+            timed()
+    samples = harness.measure(step, reps=reps, warmup=0, sync=sync)
+    out["step_s"] = samples.samples
+    if tpu:
+        d = harness.counter_delta(before, harness.counters())
+        out["peak_bytes"] = torch.tpu.max_memory_allocated()
+        out["compiles_per_step"] = d["compiles"] / reps
+        out["host_syncs_per_step"] = (d["host_syncs"] - reps) / reps
+        out["executions_per_step"] = d["executions"] / reps
+        out["fallbacks_per_step"] = d["fallback_calls"] / reps
+        out["fallback_ops_per_step"] = {k: v / reps for k, v in sorted(d["fallbacks"].items())}
+        out["mode"] = torchtpu.get_mode()
+    if impl == "cpu-inductor":
+        out["compile_s"] = max(0.0, first - samples.median)
+        try:
+            from torch._dynamo.utils import counters
+
+            out["inductor_counters"] = {k: v for k, v in counters["inductor"].items()
+                                        if "cache" in k}
+        except Exception:
+            pass
+    return out
+
+
+def worker(job):
+    """Runs every kind of one (model, impl); one result (or error) per kind.
+    With `path`, the document is rewritten after each kind, so a crash
+    still leaves the kinds finished before it."""
+    import torch
+
+    import torchtpu
+
+    harness.quiet_fallback_warnings()
+    threads = torch.get_num_threads()
+    if job.get("threads"):
+        torch.set_num_threads(job["threads"])
+    doc = {"kinds": {}, "load_average": [harness.load_average()],
+           "torch_threads": torch.get_num_threads()}
+    previous = torchtpu.get_mode()
+    if job["impl"].startswith("tpu-"):
+        torchtpu.set_mode(job["impl"].split("-", 1)[1])
+    try:
+        for kind in job["kinds"]:
+            try:
+                doc["kinds"][kind] = bench_one(job["model"], job["impl"], kind, job["shape"],
+                                               job["reps"], job["max_warmup"])
+            except Exception as e:
+                doc["kinds"][kind] = {"error": harness.error_text(e)}
+                if job["impl"].startswith("tpu-"):
+                    try:  # drop work a failed step left recorded
+                        torch.tpu.synchronize()
+                    except Exception:
+                        pass
+            doc["load_average"].append(harness.load_average())
+            if job.get("path"):
+                harness.write_json(job["path"], doc)
+    finally:
+        torchtpu.set_mode(previous)
+        torch.set_num_threads(threads)
+    return doc
+
+
+def _child_env(label):
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    cache = env.get("PERFLAB_CACHE_ROOT")
+    if cache:  # empty compile caches of its own: every worker starts cold
+        env["TORCHTPU_CACHE_DIR"] = os.path.join(cache, label, "torchtpu")
+        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, label, "inductor")
+    return env
+
+
+def _run_worker(job, cfg):
+    if not cfg.isolate:
+        return worker(job), None
+    args = ["-m", "torchtpu.perflab.suite_models", "--worker", json.dumps(job)]
+    return harness.run_python(args, timeout=cfg.timeout,
+                              env=_child_env(f"{job['model']}-{'-'.join(job['kinds'])}-"
+                                             f"{job['impl']}"))
+
+
+def _record(results, name, impl, kind, r):
+    bench = f"{name}-{kind}"
+    rec = lambda metric, unit, **kw: results.record(SUITE, bench, impl, metric, unit, **kw)  # noqa
+    st = Stats(r["step_s"])
+    extra = {k: r[k] for k in ("params", "shape", "first_step_compiles", "compiles_per_warmup_step",
+                               "compiles_stopped", "fallback_ops_per_step", "mode",
+                               "inductor_counters", "first_step_disk_hits") if k in r}
+    rec("step_ms", "ms", stats=st.scaled(1e3), **extra)
+    rec("first_step_s", "s", value=r["first_step_s"])
+    if "first_step_compile_s" in r:
+        rec("first_step_compile_s", "s", value=r["first_step_compile_s"])
+    if r.get("warmup_steps") is not None or "compiles_stopped" in r:
+        if r.get("warmup_steps") is None:
+            results.failed(SUITE, bench, impl, "warmup_steps", "count",
+                           f"compiles did not stop within {len(r['compiles_per_warmup_step'])} "
+                           f"steps: {r['compiles_per_warmup_step']}", status="unstable")
+        else:
+            rec("warmup_steps", "count", value=r["warmup_steps"])
+    for key in ("compiles_per_step", "host_syncs_per_step", "fallbacks_per_step",
+                "executions_per_step"):
+        if key in r:
+            rec(key, "count", value=r[key])
+    if "peak_bytes" in r:
+        rec("peak_memory_MB", "MB", value=r["peak_bytes"] / 2 ** 20)
+    if "compile_s" in r:
+        rec("compile_s", "s", value=r["compile_s"])
+
+
+def _jax_mlp(results, cfg, shape, reps, warmup):
+    peer = str(Path(__file__).with_name("peer_jax.py"))
+    job = {"mlp": {"batch": shape["batch"], "dim_in": 64, "hidden": 128, "classes": 10,
+                   "reps": reps, "warmup": warmup}}
+    doc, err = harness.run_python([peer, json.dumps(job)], timeout=cfg.timeout)
+    for kind in KINDS:
+        bench = f"MLP-{kind}"
+        if doc is None or kind not in doc.get("mlp", {}):
+            results.failed(SUITE, bench, "jax", "step_ms", "ms", err or "no result")
+            continue
+        r = doc["mlp"][kind]
+        st = Stats(r["samples"])
+        results.record(SUITE, bench, "jax", "step_ms", "ms", stats=st.scaled(1e3),
+                       jax=doc.get("jax"), how="whole step in one jax.jit; AdamW by hand")
+        results.record(SUITE, bench, "jax", "first_step_s", "s", value=r["first_s"])
+        results.record(SUITE, bench, "jax", "compile_s", "s",
+                       value=max(0.0, r["first_s"] - st.median))
+
+
+def run(results, cfg, progress=None):
+    sh = shapes(cfg.quick, cfg.tiny)
+    reps = cfg.n_reps(15, 5, 3)
+    max_warmup = cfg.pick(10, 6, 4)
+    impls = [i for i in IMPLS if cfg.wants(i)]
+    models = [m for m in MODELS if m in cfg.models]
+    jax_wanted = (cfg.peers and "MLP" in models and (cfg.impls is None or "jax" in cfg.impls)
+                  and importlib.util.find_spec("jax") is not None)
+    bar = progress or harness.Progress(SUITE, len(models) * len(impls) * len(KINDS)
+                                       + int(jax_wanted))
+    results.suites[SUITE] = {"config": {"shapes": {m: sh[m] for m in models}, "reps": reps,
+                                        "max_warmup": max_warmup, "impls": impls,
+                                        "isolated": cfg.isolate, "optimizer": "AdamW(lr=1e-3)",
+                                        "dtype": "float32",
+                                        "torch_threads": cfg.model_threads() or "default"}}
+    fallback_ops = {}
+    loads = results.suites[SUITE]["load_average"] = []
+    for name in models:
+        for impl in impls:
+            for kind in KINDS:
+                label = f"{name}-{kind} {impl}"
+                bar.now(label)
+                job = {"model": name, "impl": impl, "kinds": [kind], "shape": sh[name],
+                       "reps": reps, "max_warmup": max_warmup,
+                       "threads": cfg.model_threads()}
+                t0 = time.perf_counter()
+                doc, err = _run_worker(job, cfg)
+                loads += [v for v in (doc or {}).get("load_average", []) if v is not None]
+                r = (doc or {}).get("kinds", {}).get(kind)
+                if r is None or "error" in r:
+                    why = (r or {}).get("error") or err or "no result"
+                    results.failed(SUITE, f"{name}-{kind}", impl, "step_ms", "ms", why)
+                else:
+                    _record(results, name, impl, kind, r)
+                    for op, n in r.get("fallback_ops_per_step", {}).items():
+                        fallback_ops.setdefault(op, {}).setdefault(f"{name}-{kind}", {})[impl] = n
+                bar.step(f"{label} ({time.perf_counter() - t0:.0f} s)")
+    if jax_wanted:
+        bar.now("MLP jax (separate process)")
+        _jax_mlp(results, cfg, sh["MLP"], reps, 3)
+        impls = impls + ["jax"]
+        bar.step("MLP jax")
+    results.suites[SUITE]["fallback_ops"] = fallback_ops
+
+    for name in models:
+        for kind in KINDS:
+            bench = f"{name}-{kind}"
+            rid = lambda impl: f"{SUITE}/{bench}/{impl}/step_ms"  # noqa: E731
+            have = [i for i in impls if rid(i) in results.records]
+            if "tpu-fused" in have and "tpu-strict" in have:
+                results.ratio(SUITE, bench, "tpu-fused/tpu-strict", rid("tpu-fused"),
+                              rid("tpu-strict"), "step time, fused over strict (lower is better)")
+            for impl in have:
+                if impl != "cpu-eager" and "cpu-eager" in have:
+                    results.ratio(SUITE, bench, f"{impl}/cpu-eager", rid(impl), rid("cpu-eager"),
+                                  "step time relative to PyTorch CPU eager (lower is better)")
+            if "jax" in have:
+                for impl in ("tpu-fused", "tpu-strict"):
+                    if impl in have:
+                        results.ratio(SUITE, bench, f"{impl}/jax", rid(impl), rid("jax"),
+                                      "step time relative to JAX (lower is better)")
+    if progress is None:
+        bar.close()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--worker":
+        spec = json.loads(sys.argv[2])
+        spec["path"] = sys.argv[3]
+        worker(spec)
+    else:
+        sys.exit("usage: python -m torchtpu.perflab.suite_models --worker JOB_JSON OUT_JSON")
