@@ -65,5 +65,8 @@ void reset_compile_sites();
 // Registers the boxed kernel of op table row `row` for an ATen overload.
 void register_kernel(const std::string& qualified_name, int row);
 void register_fallback();
+// Whether a backward pass ran ops on the device (so autograd's device
+// worker thread exists).
+bool autograd_ran_on_device();
 
 }  // namespace torchtpu

@@ -138,6 +138,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_register_kernel", &register_kernel);
   m.def("_register_fallback", &register_fallback);
+  m.def("_autograd_ran_on_device", &autograd_ran_on_device);
   m.def("_memory_stats", &memory_stats);
   m.def("_reset_peak_memory_stats", [](int d) {
     ensure_runtime();

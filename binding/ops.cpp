@@ -14,6 +14,7 @@
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <deque>
 #include <memory>
@@ -369,10 +370,13 @@ SchemaInfo analyze(const c10::FunctionSchema& s) {
 
 // Fused mode: the end of a backward pass is a flush point. The first op a
 // backward pass records queues a callback that runs when the pass ends.
+std::atomic<bool> backward_ran{false};
+
 void flush_after_backward() {
   static thread_local int queued_for = -1;
-  if (tpu_mode_get() != TPU_MODE_FUSED) return;
   int task = torch::autograd::get_current_graph_task_id();
+  if (task >= 0) backward_ran.store(true, std::memory_order_relaxed);
+  if (tpu_mode_get() != TPU_MODE_FUSED) return;
   if (task < 0 || task == queued_for) return;
   queued_for = task;
   torch::autograd::Engine::get_default_engine().queue_callback(
@@ -655,6 +659,8 @@ void register_kernel(const std::string& qualified_name, int row) {
   libs.back().impl(name.c_str(),
                    torch::CppFunction::makeFromBoxedFunctor(std::make_unique<RowKernel>(row)));
 }
+
+bool autograd_ran_on_device() { return backward_ran.load(std::memory_order_relaxed); }
 
 void register_fallback() {
   auto& libs = libraries();
