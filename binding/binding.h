@@ -57,10 +57,15 @@ void manual_seed_all(uint64_t seed);
 struct CompileSite {
   std::string frame, op;
   int compiles;
+  int steps;  // distinct training steps in which it compiled
   std::map<std::string, int> reasons;
 };
 std::vector<CompileSite> compile_sites();
 void reset_compile_sites();
+// Training steps (optimizer steps) taken, which split compiles into warm-up
+// and recompiles.
+void mark_step();
+int64_t steps_taken();
 
 // Registers the boxed kernel of op table row `row` for an ATen overload.
 void register_kernel(const std::string& qualified_name, int row);

@@ -3,8 +3,10 @@
 #include <Python.h>
 #include <frameobject.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,11 +19,13 @@ struct Site {
   std::string frame, op;
   int compiles = 0;
   std::map<std::string, int> reasons;
+  std::set<int64_t> steps;  // training steps in which it compiled
   tpu_hash_t ops{0, 0}, inputs{0, 0};
 };
 
 std::mutex lock;
 std::map<std::string, Site> sites;
+std::atomic<int64_t> step{0};  // optimizer steps taken (see _modes.py)
 
 bool internal_file(const std::string& f) {
   return f.find("/torch/") != std::string::npos || f.find("/torchtpu/") != std::string::npos ||
@@ -35,6 +39,7 @@ std::string user_frame() {
   PyGILState_STATE st = PyGILState_Ensure();
   std::string where = "(no Python frame)";
   PyFrameObject* f = PyEval_GetFrame();
+  if (!f) where = "(backward pass)";  // autograd's worker runs no Python code
   Py_XINCREF(f);
   while (f) {
     PyCodeObject* code = PyFrame_GetCode(f);
@@ -73,6 +78,7 @@ void on_compile(void*, const tpu_compile_event_t* e) {
     ++s.reasons["a constant or attribute changed (sizes, dims, values)"];
   }
   ++s.compiles;
+  s.steps.insert(step.load(std::memory_order_relaxed));
   s.ops = e->ops_hash;
   s.inputs = e->inputs_hash;
 }
@@ -86,9 +92,13 @@ struct InstallHook {
 std::vector<CompileSite> compile_sites() {
   std::lock_guard<std::mutex> g(lock);
   std::vector<CompileSite> out;
-  for (const auto& [key, s] : sites) out.push_back({s.frame, s.op, s.compiles, s.reasons});
+  for (const auto& [key, s] : sites)
+    out.push_back({s.frame, s.op, s.compiles, static_cast<int>(s.steps.size()), s.reasons});
   return out;
 }
+
+void mark_step() { step.fetch_add(1, std::memory_order_relaxed); }
+int64_t steps_taken() { return step.load(std::memory_order_relaxed); }
 
 void reset_compile_sites() {
   std::lock_guard<std::mutex> g(lock);

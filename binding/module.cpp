@@ -126,10 +126,13 @@ PYBIND11_MODULE(_C, m) {
       py::dict reasons;
       for (const auto& [why, n] : s.reasons) reasons[why.c_str()] = n;
       out.append(py::dict(py::arg("frame") = s.frame, py::arg("op") = s.op,
-                          py::arg("compiles") = s.compiles, py::arg("reasons") = reasons));
+                          py::arg("compiles") = s.compiles, py::arg("steps") = s.steps,
+                          py::arg("reasons") = reasons));
     }
     return out;
   });
+  m.def("_mark_step", &mark_step);
+  m.def("_steps_taken", &steps_taken);
   m.def("_op_table", [] {
     py::list rows;
     for (int i = 0; i < tpu_op_count(); ++i)

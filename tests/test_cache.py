@@ -56,10 +56,25 @@ def test_recompile_diagnostics():
     torchtpu.reset_metrics()
     for n in range(2, 7):
         (torch.ones(n, 3, device="tpu") * 1.5).sum(0).cpu()  # a new shape each time
-    sites = torchtpu.recompiles(3)
+    sites = torchtpu.recompiles()
     assert sites, torchtpu.report(file=open(os.devnull, "w"))
     site = sites[0]
     assert "test_cache.py" in site["frame"]
     assert any("shape" in r or "constant" in r for r in site["reasons"])
     text = torchtpu.report(file=open(os.devnull, "w"))
-    assert "recompiling call sites" in text
+    assert "keep compiling" in text
+
+
+def test_warmup_compiles_are_not_recompiles():
+    model = torch.nn.Sequential(torch.nn.Linear(6, 7), torch.nn.Linear(7, 3)).tpu()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    torchtpu.reset_metrics()
+    for _ in range(4):  # steady: every program compiles in the first step
+        model(torch.randn(5, 6, device="tpu")).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    assert torchtpu.recompiles() == []
+    for n in range(2, 6):  # a new batch size every step: flagged
+        model(torch.randn(n, 6, device="tpu")).sum().backward()
+        opt.step()
+    assert any(s["steps"] >= 3 for s in torchtpu.recompiles())

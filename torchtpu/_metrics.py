@@ -8,11 +8,18 @@ def metrics() -> dict:
     return _C._metrics()
 
 
-def recompiles(min_compiles: int = 2) -> list:
-    """Python lines that compiled more than once, with the reasons: an input
-    shape or dtype changed, a new constant or attribute, or the graph was cut
-    at a different point (fused mode)."""
-    sites = [s for s in _C._compile_sites() if s["compiles"] >= min_compiles]
+def recompiles(min_compiles: int = 3) -> list:
+    """Python lines that keep compiling new programs, with the reasons: an
+    input shape or dtype changed, a constant or attribute changed, or the graph
+    was cut at a different point (fused mode).
+
+    In a training loop (optimizer steps seen) a line counts when it compiled
+    in `min_compiles` or more different steps: compiling several programs in
+    the first step (one per parameter shape, say) is warm-up, not a problem.
+    Without optimizer steps, a line counts after `min_compiles` compiles."""
+    training = _C._steps_taken() > 0
+    sites = [s for s in _C._compile_sites()
+             if (s["steps"] if training else s["compiles"]) >= min_compiles]
     return sorted(sites, key=lambda s: -s["compiles"])
 
 
@@ -40,9 +47,9 @@ def report(file=None) -> str:
             lines.append(f"    {count:8d}  {name}")
     else:
         lines.append("  CPU fallbacks    none")
-    sites = recompiles(3)
+    sites = recompiles()
     if sites:
-        lines.append("  recompiling call sites (3 or more compiles):")
+        lines.append("  call sites that keep compiling:")
         for site in sites[:10]:
             why = ", ".join(f"{n}x {r}" for r, n in site["reasons"].items())
             lines.append(f"    {site['compiles']:4d}  {site['frame']}  [{site['op']}]  {why}")

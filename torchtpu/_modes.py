@@ -42,11 +42,13 @@ def mode(name: str):
         set_mode(previous)
 
 
-def _flush_after_optimizer_step(optimizer, args, kwargs):
+def _after_optimizer_step(optimizer, args, kwargs):
+    # Steps split compiles into warm-up and recompiles (torchtpu.recompiles).
+    _C._mark_step()
     # Fused mode: an optimizer step is a flush point, so a training loop
     # replays the same graphs every step.
     if _C._is_initialized() and _C._get_mode() == "fused":
         _C._flush(-1)
 
 
-register_optimizer_step_post_hook(_flush_after_optimizer_step)
+register_optimizer_step_post_hook(_after_optimizer_step)
