@@ -3,6 +3,10 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <torch/csrc/autograd/variable.h>
+
+#include <thread>
+
 #include "binding.h"
 
 namespace py = pybind11;
@@ -81,6 +85,24 @@ py::dict device_info(int device) {
   return d;
 }
 
+// At exit, see _shutdown.py: autograd's device worker destroys each finished
+// backward pass after waking its caller; the pass's thread-local snapshot
+// holds Python objects, whose release needs the GIL. A backward pass run
+// from a plain C++ thread (whose snapshot holds no Python object) makes the
+// worker finish releasing the previous pass while the GIL is free to take.
+void drain_autograd_worker() {
+  py::gil_scoped_release no_gil;
+  std::thread t([] {
+    try {
+      at::Tensor x = new_tensor({1}, c10::ScalarType::Float, 0);
+      x.set_requires_grad(true);
+      x.sum().backward();
+    } catch (const std::exception&) {  // exiting anyway
+    }
+  });
+  t.join();
+}
+
 }  // namespace
 }  // namespace torchtpu
 
@@ -132,6 +154,7 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_mark_step", &mark_step);
+  m.def("_drain_autograd_worker", &drain_autograd_worker);
   m.def("_steps_taken", &steps_taken);
   m.def("_op_table", [] {
     py::list rows;

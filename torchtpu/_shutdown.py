@@ -1,34 +1,23 @@
 """A clean interpreter exit after backward passes on the device.
 
 PyTorch runs backward ops for the device on its own worker thread, which
-releases a finished backward pass's graph right after waking the caller. If
-the program ends at that moment, the worker releases Python objects while the
-interpreter is finalizing, and Python 3.11 stops the thread mid-unwind, which
-aborts the process ("terminate called without an active exception").
+destroys a finished backward pass right after waking the caller. The pass
+holds Python objects (in its thread-local snapshot); if the program is
+finalizing by then, releasing them stops the thread mid-unwind and the
+process aborts ("terminate called without an active exception").
 
-At exit, one tiny backward pass through the same worker waits until the
-previous pass is fully released; the tiny pass's own tensors stay alive
-(module globals), so releasing it touches no Python object.
+At exit, while Python still runs, a backward pass started from a plain C++
+thread goes through the same worker, which therefore finishes releasing the
+previous pass first; the C++ pass itself holds no Python object.
 """
 import atexit
 
-import torch
-
 from torchtpu import _C
-
-_keep = []
 
 
 def _drain_autograd_worker():
-    if not (_C._is_initialized() and _C._autograd_ran_on_device()):
-        return
-    try:
-        x = torch.zeros(1, device="tpu", requires_grad=True)
-        y = x.sum()
-        _keep.extend((x, y))
-        y.backward()
-    except Exception:  # exiting anyway; never mask the program's own status
-        pass
+    if _C._is_initialized() and _C._autograd_ran_on_device():
+        _C._drain_autograd_worker()
 
 
 atexit.register(_drain_autograd_worker)

@@ -91,9 +91,13 @@ def _step_fn(kind, model, runner, inputs, loss_fn):
     if kind == "forward":
         model.eval()
 
+        kept = []
+
         def step():
+            # The output stays alive until the step's closing synchronize, or
+            # fused mode would (rightly) skip computing a result nobody reads.
             with torch.no_grad():
-                runner(*inputs)
+                kept[:] = [runner(*inputs)]
         return step
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
