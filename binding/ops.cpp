@@ -629,9 +629,25 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
   return tmp.item();
 }
 
+// `param.data = tpu_tensor` (what Module.to() does) must keep the Parameter
+// object, as it does for CUDA: otherwise every module gets a new Parameter
+// and tied weights (an LM head sharing the embedding) come apart. PyTorch's
+// default only allows it between its built-in dense backends; a tpu tensor is
+// an ordinary dense TensorImpl, interchangeable with a CPU one.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense_cpu_or_tpu = [](c10::DispatchKeySet ks) {
+    return ks.has(c10::DispatchKey::Dense) &&
+           (ks.has_backend(c10::BackendComponent::CPUBit) ||
+            ks.has_backend(c10::BackendComponent::PrivateUse1Bit));
+  };
+  if (dense_cpu_or_tpu(self.key_set()) && dense_cpu_or_tpu(from.key_set())) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("as_strided", TORCH_FN(as_strided));

@@ -126,3 +126,23 @@ def test_autocast_policy():
         assert (a @ a).dtype == torch.float16
     assert (a @ a).dtype == torch.float32  # outside: untouched
     assert torch.tpu.get_amp_supported_dtype() == [torch.bfloat16, torch.float16]
+
+
+def test_module_to_keeps_parameters_and_tied_weights():
+    # Module.to() assigns param.data, as for CUDA: the Parameter objects stay,
+    # so weights tied across modules (an LM head sharing the embedding) stay
+    # tied, and an optimizer built before .to() still holds the parameters.
+    emb, head = torch.nn.Embedding(5, 4), torch.nn.Linear(4, 5, bias=False)
+    head.weight = emb.weight
+    model = torch.nn.ModuleList([emb, head])
+    param = emb.weight
+    model.to("tpu")
+    assert emb.weight is param and head.weight is param
+    assert param.device.type == "tpu" and param.is_leaf and param.requires_grad
+    head(emb(torch.tensor([1, 2], device="tpu"))).sum().backward()
+    assert param.grad.device.type == "tpu"
+    model.cpu()
+    assert head.weight is emb.weight and emb.weight.device.type == "cpu"
+    x = torch.zeros(2)
+    with pytest.raises(RuntimeError):  # a sparse tensor is still refused
+        x.to("tpu").data = torch.zeros(2).to_sparse()
