@@ -64,3 +64,17 @@ peers: $(VENV)/.deps
 	$(PY) -m pip install -q -c requirements.txt jax==0.10.2 jaxlib==0.10.2
 
 .PHONY: bench peers
+
+# The model zoo (tests/models/, docs/model_zoo.md): Hugging Face Transformers
+# architectures from small configs and a pretrained sentence encoder, on tpu
+# against CPU. Its extra dependencies are pinned in requirements-models.txt;
+# requirements.txt constrains the shared ones, so torch is never replaced.
+# `make test` leaves the zoo out (pyproject.toml's --ignore=tests/models).
+$(VENV)/.models-deps: requirements-models.txt $(VENV)/.deps
+	$(PY) -m pip install -q -c requirements.txt -r requirements-models.txt
+	touch $@
+
+models: build $(VENV)/.models-deps
+	HF_HUB_OFFLINE=1 TORCHTPU_ZOO_TABLE=docs/model_zoo.md $(PY) -m pytest tests/models
+
+.PHONY: models
