@@ -42,3 +42,38 @@ def test_zoo_covers_the_families():
         kinds[s.kind] = kinds.get(s.kind, 0) + 1
     assert len(zoo.ZOO) >= 20 and set(kinds) == {
         "encoder", "decoder", "encoder-decoder", "vision", "audio"}, kinds
+
+
+@pytest.mark.parametrize("name", ["BERT", "GPT-2"])
+def test_training_with_dropout_has_no_fallbacks(name):
+    # With the configs' default dropout, attention takes PyTorch's math path
+    # (the fused kernel has no dropout) and dropout draws tpu random numbers:
+    # values differ from CPU, but nothing may fall back and the loss falls.
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    if name == "BERT":
+        cfg = transformers.BertConfig(**zoo.small_text(num_labels=3))
+        model = transformers.BertForSequenceClassification(cfg)
+        ids, mask = zoo.text_batch()
+        inputs = dict(input_ids=ids, attention_mask=mask, labels=zoo.class_labels())
+    else:
+        cfg = transformers.GPT2Config(vocab_size=zoo.VOCAB, n_embd=32, n_layer=2, n_head=4,
+                                      n_positions=64)
+        model = transformers.GPT2LMHeadModel(cfg)
+        ids, mask = zoo.text_batch()
+        inputs = dict(input_ids=ids, attention_mask=mask, labels=zoo.lm_labels(ids, mask))
+    assert cfg.attention_probs_dropout_prob if name == "BERT" else cfg.attn_pdrop
+    model = model.to("tpu").train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    before = zoo.fallback_counts()
+    losses = []
+    for _ in range(8):
+        loss = model(**zoo.to_device(inputs, "tpu")).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert zoo.fallback_counts() == before
+    assert losses[-1] < losses[0], losses

@@ -11,10 +11,12 @@
 //
 // Shapes: query (B, Hq, L, E), key (B, Hkv, S, E), value (B, Hkv, S, Ev);
 // Hq is a multiple of Hkv (grouped-query attention: query head h reads key
-// head h / (Hq / Hkv)). The lowering works on (B, Hkv, G, L, .) views of the
-// query side, so the key and value heads are never repeated in memory.
-// Half-precision inputs are computed in float and rounded once (opmath); the
-// logsumexp the backward reads stays in float.
+// head h / G, G = Hq / Hkv). The lowering views the query side as
+// (B, Hkv, G * L, .), a free reshape, so that every product is a plain
+// batched matmul over (B, Hkv) with one contracting dim (the form XLA's CPU
+// and TPU backends map to their fast matmuls) and the key and value heads are
+// never repeated in memory. Half-precision inputs are computed in float and
+// rounded once (opmath); the logsumexp the backward reads stays in float.
 #include <math.h>
 #include <string.h>
 
@@ -79,36 +81,36 @@ static tpu_val_t spread_last(tpu_lower_ctx_t* cx, tpu_val_t x, int64_t n) {
   return tpu_ir_broadcast(cx->g, x, dims, t->rank + 1, bdims);
 }
 
-static tpu_val_t dot(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b, int nc,
-                     const int64_t* ac, const int64_t* bc, tpu_dtype_t t) {
+// A batched matmul over (B, Hkv) contracting dim ac of a with dim bc of b.
+static tpu_val_t dot(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b, int64_t ac, int64_t bc,
+                     tpu_dtype_t t) {
   tpu_dot_dims_t dn;
   memset(&dn, 0, sizeof dn);
-  dn.n_batch = 2;  // (B, Hkv)
+  dn.n_batch = 2;
   dn.lhs_batch[0] = dn.rhs_batch[0] = 0;
   dn.lhs_batch[1] = dn.rhs_batch[1] = 1;
-  dn.n_contract = nc;
-  for (int i = 0; i < nc; ++i) dn.lhs_contract[i] = ac[i], dn.rhs_contract[i] = bc[i];
+  dn.n_contract = 1;
+  dn.lhs_contract[0] = ac;
+  dn.rhs_contract[0] = bc;
   return tpu_ir_dot(cx->g, a, b, &dn, t);
 }
 
-// Argument i (B, H, X, Y) in `t`, viewed as (B, Hkv, G, X, Y).
+// Argument i (B, Hq, L, X) in `t`, viewed as (B, Hkv, G * L, X).
 static tpu_val_t grouped(tpu_lower_ctx_t* cx, int i, const sdpa_shape_t* sh, tpu_dtype_t t) {
-  const int64_t* s = tpu_arg_sizes(cx, i);
-  int64_t dims[5] = {sh->b, sh->hkv, sh->grp, s[2], s[3]};
-  return tpu_ir_reshape(cx->g, tpu_lower_input(cx, i, t), dims, 5);
+  int64_t dims[4] = {sh->b, sh->hkv, sh->grp * sh->l, tpu_arg_sizes(cx, i)[3]};
+  return tpu_ir_reshape(cx->g, tpu_lower_input(cx, i, t), dims, 4);
 }
 
-// The scaled, masked scores (B, Hkv, G, L, S) in `t`: scale * q k^T + bias,
+// The scaled, masked scores (B, Hkv, G * L, S) in `t`: scale * q k^T + bias,
 // -inf above the diagonal when causal (top-left aligned, as PyTorch's
 // is_causal). `bias` is the argument index of attn_bias (absent: no bias).
 static tpu_status_t scores(tpu_lower_ctx_t* cx, const sdpa_shape_t* sh, tpu_val_t q,
                            tpu_val_t k, int bias, bool causal, double scale, tpu_dtype_t t,
                            tpu_val_t* out) {
   tpu_graph_t* g = cx->g;
-  int64_t qc = 4, kc = 3;
-  tpu_val_t s = dot(cx, q, k, 1, &qc, &kc, t);
-  int64_t dims[5] = {sh->b, sh->hkv, sh->grp, sh->l, sh->s};
-  tpu_val_t sc = tpu_ir_broadcast(g, tpu_lower_number(cx, scale, t), dims, 5, NULL);
+  tpu_val_t s = dot(cx, q, k, 3, 3, t);
+  int64_t dims[4] = {sh->b, sh->hkv, sh->grp * sh->l, sh->s};
+  tpu_val_t sc = tpu_ir_broadcast(g, tpu_lower_number(cx, scale, t), dims, 4, NULL);
   s = tpu_ir_binary(g, TPU_IR_MUL, s, sc);
   if (tpu_arg_present(cx, bias)) {
     int rank = tpu_arg_rank(cx, bias);
@@ -120,12 +122,15 @@ static tpu_status_t scores(tpu_lower_ctx_t* cx, const sdpa_shape_t* sh, tpu_val_
         return invalid("scaled_dot_product_attention: attn_mask is not broadcastable to "
                        "(batch, heads, query length, key length)");
     tpu_val_t b = tpu_lower_expand(cx, tpu_lower_input(cx, bias, t), full, 4);
-    s = tpu_ir_binary(g, TPU_IR_ADD, s, tpu_ir_reshape(g, b, dims, 5));
+    s = tpu_ir_binary(g, TPU_IR_ADD, s, tpu_ir_reshape(g, b, dims, 4));
   }
-  if (causal) {
-    tpu_val_t row = tpu_ir_iota(g, TPU_I64, dims, 5, 3), col = tpu_ir_iota(g, TPU_I64, dims, 5, 4);
-    tpu_val_t ninf = tpu_ir_const(g, t, -INFINITY, dims, 5);
-    s = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_LE, col, row), s, ninf);
+  if (causal) {  // an (L, S) mask, the same for every (B, Hkv, G)
+    int64_t ls[2] = {sh->l, sh->s}, five[5] = {sh->b, sh->hkv, sh->grp, sh->l, sh->s};
+    int64_t bd[2] = {3, 4};
+    tpu_val_t keep = tpu_ir_compare(g, TPU_CMP_LE, tpu_ir_iota(g, TPU_I64, ls, 2, 1),
+                                    tpu_ir_iota(g, TPU_I64, ls, 2, 0));
+    keep = tpu_ir_reshape(g, tpu_ir_broadcast(g, keep, five, 5, bd), dims, 4);
+    s = tpu_ir_select(g, keep, s, tpu_ir_const(g, t, -INFINITY, dims, 4));
   }
   *out = s;
   return TPU_OK;
@@ -165,10 +170,9 @@ tpu_status_t tpu_lower_sdpa(tpu_lower_ctx_t* cx) {
   tpu_val_t m = zero_if_neg_inf(cx, reduce_last(cx, s, t, TPU_BODY_MAX), t);
   tpu_val_t p = tpu_ir_unary(g, TPU_IR_EXP, tpu_ir_binary(g, TPU_IR_SUB, s, spread_last(cx, m, sh.s)));
   tpu_val_t l = reduce_last(cx, p, t, TPU_BODY_ADD);
-  int64_t pc = 4, vc = 2;
-  tpu_val_t o = dot(cx, p, v, 1, &pc, &vc, t);  // (B, Hkv, G, L, Ev)
-  int64_t ldims[4] = {sh.b, sh.hkv, sh.grp, sh.l};
-  tpu_val_t zero = tpu_ir_const(g, t, 0.0, ldims, 4), one = tpu_ir_const(g, t, 1.0, ldims, 4);
+  tpu_val_t o = dot(cx, p, v, 3, 2, t);  // (B, Hkv, G * L, Ev)
+  int64_t ldims[3] = {sh.b, sh.hkv, sh.grp * sh.l};
+  tpu_val_t zero = tpu_ir_const(g, t, 0.0, ldims, 3), one = tpu_ir_const(g, t, 1.0, ldims, 3);
   tpu_val_t empty = tpu_ir_compare(g, TPU_CMP_EQ, l, zero);
   tpu_val_t inv = tpu_ir_select(g, empty, zero, tpu_ir_binary(g, TPU_IR_DIV, one, l));
   o = tpu_ir_binary(g, TPU_IR_MUL, o, spread_last(cx, inv, sh.ev));
@@ -228,28 +232,30 @@ tpu_status_t tpu_lower_sdpa_backward(tpu_lower_ctx_t* cx) {
   tpu_val_t k = tpu_lower_input(cx, 2, t), v = tpu_lower_input(cx, 3, t);
   tpu_val_t s;
   TPU_RETURN_IF_ERROR(scores(cx, &sh, q, k, 4, tpu_arg_bool(cx, 13, false), scale, t, &s));
-  int64_t ldims[4] = {sh.b, sh.hkv, sh.grp, sh.l};
-  tpu_val_t lse = tpu_ir_reshape(g, tpu_lower_input(cx, 7, t), ldims, 4);
+  int64_t ldims[3] = {sh.b, sh.hkv, sh.grp * sh.l};
+  tpu_val_t lse = tpu_ir_reshape(g, tpu_lower_input(cx, 7, t), ldims, 3);
   // A fully masked row has logsumexp -inf and scores -inf: P = exp(-inf) = 0.
   tpu_val_t p = tpu_ir_unary(g, TPU_IR_EXP, tpu_ir_binary(g, TPU_IR_SUB, s,
                                                            spread_last(cx, zero_if_neg_inf(cx, lse, t), sh.s)));
-  tpu_val_t go = grouped(cx, 0, &sh, t);  // (B, Hkv, G, L, Ev)
-  int64_t c23[2] = {2, 3}, c4 = 4, c3 = 3, c2 = 2;
-  tpu_val_t dv = want[2] ? dot(cx, p, go, 2, c23, c23, t) : TPU_VAL_NONE;  // (B, Hkv, S, Ev)
-  tpu_val_t dp = dot(cx, go, v, 1, &c4, &c3, t);                           // (B, Hkv, G, L, S)
-  tpu_val_t d = reduce_last(cx, tpu_ir_binary(g, TPU_IR_MUL, p, dp), t, TPU_BODY_ADD);
+  tpu_val_t go = grouped(cx, 0, &sh, t);                                 // (B, Hkv, G * L, Ev)
+  tpu_val_t dv = want[2] ? dot(cx, p, go, 2, 2, t) : TPU_VAL_NONE;       // (B, Hkv, S, Ev)
+  tpu_val_t dp = dot(cx, go, v, 3, 3, t);                                // (B, Hkv, G * L, S)
+  // rowsum(P * dP) = rowsum(grad_out * out): (B, Hkv, G * L, Ev) work
+  // instead of (.., S)
+  tpu_val_t d = reduce_last(cx, tpu_ir_binary(g, TPU_IR_MUL, go, grouped(cx, 6, &sh, t)), t,
+                            TPU_BODY_ADD);
   tpu_val_t ds = tpu_ir_binary(g, TPU_IR_MUL, p, tpu_ir_binary(g, TPU_IR_SUB, dp, spread_last(cx, d, sh.s)));
   if (want[0]) {
-    tpu_val_t dq = dot(cx, ds, k, 1, &c4, &c2, t);  // (B, Hkv, G, L, E)
+    tpu_val_t dq = dot(cx, ds, k, 3, 2, t);  // (B, Hkv, G * L, E)
     dq = tpu_ir_binary(g, TPU_IR_MUL, dq, tpu_lower_expand(cx, tpu_lower_number(cx, scale, t),
-                                                          tpu_ir_dims(g, dq), 5));
+                                                          tpu_ir_dims(g, dq), 4));
     int64_t qd[4] = {sh.b, sh.hq, sh.l, sh.e};
     tpu_lower_out(cx, 0, tpu_ir_convert(g, tpu_ir_reshape(g, dq, qd, 4), dt));
   } else {
     tpu_lower_out(cx, 0, TPU_VAL_NONE);
   }
   if (want[1]) {
-    tpu_val_t dk = dot(cx, ds, q, 2, c23, c23, t);  // (B, Hkv, S, E)
+    tpu_val_t dk = dot(cx, ds, q, 2, 2, t);  // (B, Hkv, S, E)
     dk = tpu_ir_binary(g, TPU_IR_MUL, dk, tpu_lower_expand(cx, tpu_lower_number(cx, scale, t),
                                                           tpu_ir_dims(g, dk), 4));
     tpu_lower_out(cx, 1, tpu_ir_convert(g, dk, dt));
