@@ -607,5 +607,6 @@ def table(results, extra=(), seconds=None):
             f"{r.seconds:.1f} |")
     lines += list(extra)
     if seconds is not None:
-        lines += ["", f"Whole run (`make models`' pytest, this machine): {seconds:.0f} s."]
+        lines += ["", f"Whole run (`make models`' pytest on this machine, compiles included; "
+                  f"columns s: each model's CPU reference and tpu run): {seconds:.0f} s."]
     return "\n".join(lines) + "\n"
