@@ -6,7 +6,7 @@ BUILD := build
 JOBS ?= $(shell nproc)
 SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
-.PHONY: all build demo test test-c test-py asan clean
+.PHONY: all build demo test test-c test-py asan clean bench-c
 
 all: build
 
@@ -38,6 +38,10 @@ test-py: build
 	$(PY) -m pytest tests
 
 test: test-c test-py
+
+# Host-side cost of one execute, a transfer, a compile (PJRT layer only).
+bench-c: build
+	TORCHTPU_PLUGIN_PATH=$(SITE) $(BUILD)/runtime/tpu_bench
 
 demo: build
 	$(PY) examples/train_gpt.py
