@@ -34,8 +34,10 @@ build: $(BUILD)/CMakeCache.txt $(VENV)/.installed
 test-c: build
 	$(BUILD)/runtime/tpu_tests
 
+# The op and view tests run again in fused mode: modes must agree.
 test-py: build
 	$(PY) -m pytest tests
+	TORCHTPU_MODE=fused $(PY) -m pytest tests/test_ops_*.py tests/test_views.py tests/test_models.py
 
 test: test-c test-py
 
