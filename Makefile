@@ -6,7 +6,7 @@ BUILD := build
 JOBS ?= $(shell nproc)
 SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
-.PHONY: all build demo test test-c test-py asan clean bench-c
+.PHONY: all build demo test test-c test-py test-fused asan clean bench-c
 
 all: build
 
@@ -34,9 +34,11 @@ build: $(BUILD)/CMakeCache.txt $(VENV)/.installed
 test-c: build
 	$(BUILD)/runtime/tpu_tests
 
-# The op and view tests run again in fused mode: modes must agree.
 test-py: build
 	$(PY) -m pytest tests
+
+# The op, view and model tests again in fused mode: the modes must agree.
+test-fused: build
 	TORCHTPU_MODE=fused $(PY) -m pytest tests/test_ops_*.py tests/test_views.py tests/test_models.py
 
 test: test-c test-py
