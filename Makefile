@@ -6,7 +6,7 @@ BUILD := build
 JOBS ?= $(shell nproc)
 SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
-.PHONY: all build demo test test-c test-py asan clean
+.PHONY: all build demo test test-c test-py test-fused asan clean bench-c
 
 all: build
 
@@ -37,7 +37,15 @@ test-c: build
 test-py: build
 	$(PY) -m pytest tests
 
+# The op, view and model tests again in fused mode: the modes must agree.
+test-fused: build
+	TORCHTPU_MODE=fused $(PY) -m pytest tests/test_ops_*.py tests/test_views.py tests/test_models.py
+
 test: test-c test-py
+
+# Host-side cost of one execute, a transfer, a compile (PJRT layer only).
+bench-c: build
+	TORCHTPU_PLUGIN_PATH=$(SITE) $(BUILD)/runtime/tpu_bench
 
 demo: build
 	$(PY) examples/train_gpt.py

@@ -122,8 +122,9 @@ sdpa_overrideable(const at::Tensor& query, const at::Tensor& key, const at::Tens
   if (scale) args.back().f = *scale;
   Results r;
   r.device = query.device().index();
-  check(tpu_op_call(row, r.device, args.data(), static_cast<int>(args.size()), TPU_WRITE_NEW,
-                    &prepare, &r));
+  tpu_call_t c{row, r.device, args.data(), static_cast<int>(args.size()), TPU_WRITE_NEW,
+               nullptr, 0, &prepare, &r};
+  check(tpu_op_call(&c));
   TORCH_CHECK(r.out.size() == 2, "tpu: sdpa made ", r.out.size(), " results");
   // (no variable-length batches, no dropout RNG state, no debug mask)
   return {r.out[0], r.out[1], at::Tensor(), at::Tensor(), c10::SymInt(query.size(2)),

@@ -118,8 +118,9 @@ class RowCall {
     return &views_.back();
   }
   void call(tpu_write_mode_t mode, Results& r) {
-    check(tpu_op_call(row_, device_, args_.data(), static_cast<int>(args_.size()), mode,
-                      &prepare, &r));
+    tpu_call_t c{row_, device_, args_.data(), static_cast<int>(args_.size()), mode,
+                 nullptr, 0, &prepare, &r};
+    check(tpu_op_call(&c));
   }
 
   int row_;

@@ -433,16 +433,14 @@ class RowKernel final : public c10::OperatorKernel {
     }
     call.device = a.device;
     flush_after_backward();
-    if (info_.is_out_variant) {  // factory lowerings compute in the out dtype
-      std::vector<tpu_dtype_t> out_dtypes;
+    std::vector<tpu_dtype_t> out_dtypes;  // factory lowerings compute in them
+    if (info_.is_out_variant)
       for (const at::Tensor& t : call.targets) out_dtypes.push_back(to_tpu(t.scalar_type()));
-      check(tpu_op_call_out(row_, a.device, a.args.data(), static_cast<int>(a.args.size()),
-                            out_dtypes.data(), static_cast<int>(out_dtypes.size()),
-                            &prepare, &call));
-    } else {
-      check(tpu_op_call(row_, a.device, a.args.data(), static_cast<int>(a.args.size()),
-                        call.into ? TPU_WRITE_INTO : TPU_WRITE_NEW, &prepare, &call));
-    }
+    tpu_call_t c{row_, a.device, a.args.data(), static_cast<int>(a.args.size()),
+                 call.into ? TPU_WRITE_INTO : TPU_WRITE_NEW,
+                 out_dtypes.empty() ? nullptr : out_dtypes.data(),
+                 static_cast<int>(out_dtypes.size()), &prepare, &call};
+    check(tpu_op_call(&c));
     torch::jit::drop(*stack, n);
     if (info_.num_returns == 0) return;
     std::vector<at::Tensor>& out = call.into ? call.targets : call.results;

@@ -85,3 +85,25 @@ def test_bad_mode_env():
     code = "import torch, torchtpu\ntry:\n    torch.ones(1, device='tpu')\nexcept RuntimeError as e:\n    print(e)\n"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert "TORCHTPU_MODE=lazy" in out.stdout, out.stderr
+
+
+def test_poisoned_result_raises_again_and_device_recovers():
+    x = torch.arange(4.0, device="tpu")
+    bad = torch.tensor([0, 9], device="tpu")
+    y = x.index_select(0, bad)  # strict mode: the error surfaces at the next sync
+    with pytest.raises(IndexError, match="out of range"):
+        torch.tpu.synchronize()
+    with pytest.raises(IndexError, match="failed"):
+        y.cpu()  # the result of the failed op is poisoned
+    y.fill_(1.0)  # a whole write clears it
+    assert y.cpu().tolist() == [1.0, 1.0]
+    still_works()
+
+
+def test_debug_mode_raises_at_the_op():
+    import torchtpu
+    x = torch.arange(4.0, device="tpu")
+    with torchtpu.mode("debug"):
+        with pytest.raises(IndexError):
+            x.index_select(0, torch.tensor([7], device="tpu"))
+    still_works()

@@ -28,6 +28,12 @@ static tpu_status_t into(void* user, int count, const tpu_result_type_t* types, 
   return TPU_OK;
 }
 
+static tpu_status_t call_op(const char* name, const tpu_arg_t* args, tpu_write_mode_t mode,
+                            tpu_prepare_fn prepare, void* user) {
+  tpu_call_t c = {tpu_op_lookup(name), -1, args, 2, mode, NULL, 0, prepare, user};
+  return tpu_op_call(&c);
+}
+
 static tpu_slot_t* upload(const float* data, int64_t n) {
   tpu_slot_t* s = NULL;
   CHECK_OK(tpu_slot_create(0, (size_t)n * 4, &s));
@@ -50,7 +56,7 @@ void test_engine_add_views(void) {
   tpu_view_t va = tpu_view_contiguous(sa, TPU_F32, d23, 2), vb = tpu_view_contiguous(sb, TPU_F32, d3, 1);
   tpu_arg_t args[2] = {tensor_arg(&va), tensor_arg(&vb)};
   fresh_t f = {0};
-  CHECK_OK(tpu_op_call(tpu_op_lookup("add"), -1, args, 2, TPU_WRITE_NEW, make_fresh, &f));
+  CHECK_OK(call_op("add", args, TPU_WRITE_NEW, make_fresh, &f));
   tpu_view_t vr = tpu_view_contiguous(f.slots[0], TPU_F32, d23, 2);
   CHECK_OK(tpu_copy_to_host(&vr, out, sizeof out));
   for (int i = 0; i < 6; ++i) CHECK(out[i] == a[i] + b[i % 3]);
@@ -68,7 +74,7 @@ void test_engine_add_views(void) {
   cargs[1].kind = TPU_ARG_SCALAR;
   cargs[1].scalar = (tpu_scalar_t){TPU_I64, TPU_TIER_WRAPPED, {0}};
   cargs[1].scalar.i = 100;
-  CHECK_OK(tpu_op_call(tpu_op_lookup("add"), -1, cargs, 2, TPU_WRITE_INTO, into, &col));
+  CHECK_OK(call_op("add", cargs, TPU_WRITE_INTO, into, &col));
   CHECK_OK(tpu_copy_to_host(&va, out, sizeof out));
   float want[6] = {1, 102, 3, 4, 105, 6};
   for (int i = 0; i < 6; ++i) CHECK_MSG(out[i] == want[i], "out[%d] = %g", i, out[i]);
@@ -85,7 +91,7 @@ void test_engine_errors(void) {
   tpu_view_t va = tpu_view_contiguous(sa, TPU_F32, d23, 2), vb = tpu_view_contiguous(sb, TPU_F32, d4, 1);
   tpu_arg_t args[2] = {tensor_arg(&va), tensor_arg(&vb)};
   fresh_t f = {0};
-  CHECK_ERROR(tpu_op_call(tpu_op_lookup("add"), -1, args, 2, TPU_WRITE_NEW, make_fresh, &f),
+  CHECK_ERROR(call_op("add", args, TPU_WRITE_NEW, make_fresh, &f),
               TPU_CODE_INVALID_ARGUMENT, "must match the size of tensor b (4) at non-singleton dimension 1");
   CHECK(f.n == 0);
   // In-place with a result that cannot be cast: float into int64.
@@ -93,11 +99,11 @@ void test_engine_errors(void) {
   CHECK_OK(tpu_slot_create(0, 48, &si));
   tpu_view_t vi = tpu_view_contiguous(si, TPU_I64, d23, 2);
   tpu_arg_t iargs[2] = {tensor_arg(&vi), tensor_arg(&va)};
-  CHECK_ERROR(tpu_op_call(tpu_op_lookup("add"), -1, iargs, 2, TPU_WRITE_INTO, into, &vi),
+  CHECK_ERROR(call_op("add", iargs, TPU_WRITE_INTO, into, &vi),
               TPU_CODE_INVALID_ARGUMENT, "result type Float can't be cast to the desired output type Long");
   // The device still works after the errors.
   tpu_arg_t ok[2] = {tensor_arg(&va), tensor_arg(&va)};
-  CHECK_OK(tpu_op_call(tpu_op_lookup("add"), -1, ok, 2, TPU_WRITE_NEW, make_fresh, &f));
+  CHECK_OK(call_op("add", ok, TPU_WRITE_NEW, make_fresh, &f));
   tpu_slot_release(f.slots[0]);
   tpu_slot_release(si);
   tpu_slot_release(sa);
@@ -113,9 +119,9 @@ static void chain(int steps, float* result) {
     tpu_arg_t m[2] = {tensor_arg(&v), {TPU_ARG_SCALAR, 0, {0}}};
     m[1].scalar = (tpu_scalar_t){TPU_F64, TPU_TIER_WRAPPED, {0}};
     m[1].scalar.f = 2.0;
-    CHECK_OK(tpu_op_call(tpu_op_lookup("mul"), -1, m, 2, TPU_WRITE_INTO, into, &v));
+    CHECK_OK(call_op("mul", m, TPU_WRITE_INTO, into, &v));
     m[1].scalar.f = 1.0;
-    CHECK_OK(tpu_op_call(tpu_op_lookup("add"), -1, m, 2, TPU_WRITE_INTO, into, &v));
+    CHECK_OK(call_op("add", m, TPU_WRITE_INTO, into, &v));
   }
   CHECK_OK(tpu_copy_to_host(&v, result, 16));
   tpu_slot_release(s);

@@ -183,22 +183,26 @@ typedef enum tpu_write_mode {
   TPU_WRITE_INTO = 1,  // in-place / out=: check shapes, cast if allowed
 } tpu_write_mode_t;
 
-// Runs op `op` (an index into the op table) on `args` and writes its results
-// into the targets `prepare` provides.
-// `device` is where the op runs: -1 = the device of the tensor arguments
-// (all must be on it). Factory ops without tensor arguments pass it.
-TPU_MUST_USE tpu_status_t tpu_op_call(int op, int device, const tpu_arg_t* args,
-                                      int num_args, tpu_write_mode_t mode,
-                                      tpu_prepare_fn prepare, void* user);
-// tpu_op_call (TPU_WRITE_INTO) for an out= variant: out_dtypes[0..num_out)
-// are the dtypes of its out= tensors. Lowerings of factory ops need them
-// (arange.start_out's length and values depend on the dtype it writes, and
-// no argument names it).
-TPU_MUST_USE tpu_status_t tpu_op_call_out(int op, int device,
-                                          const tpu_arg_t* args, int num_args,
-                                          const tpu_dtype_t* out_dtypes,
-                                          int num_out, tpu_prepare_fn prepare,
-                                          void* user);
+// One call of an op-table row.
+typedef struct tpu_call {
+  int op;      // an index into the op table
+  int device;  // where it runs; -1 = the device of its tensor arguments (all
+               // must be on it). Factory ops without tensor arguments pass it.
+  const tpu_arg_t* args;
+  int num_args;
+  tpu_write_mode_t mode;
+  // out= variants: the out tensors' dtypes (factory lowerings compute in
+  // them: arange.start_out's length and values depend on the dtype it
+  // writes, and no argument names it). NULL otherwise.
+  const tpu_dtype_t* out_dtypes;
+  int num_out_dtypes;
+  tpu_prepare_fn prepare;  // provides the targets of the results
+  void* user;
+} tpu_call_t;
+
+// Runs the call's op and writes its results into the targets `prepare`
+// provides.
+TPU_MUST_USE tpu_status_t tpu_op_call(const tpu_call_t* call);
 
 // The op table (runtime/src/lower/ops.def).
 int tpu_op_count(void);

@@ -331,28 +331,12 @@ tpu_dtype_t tpu_lower_out_dtype(const tpu_lower_ctx_t* cx, int k, tpu_dtype_t df
   return k >= 0 && k < cx->num_out_dtypes ? cx->out_dtypes[k] : dflt;
 }
 
-static tpu_status_t op_call(int op, int device, const tpu_arg_t* args,
-                            int num_args, const tpu_dtype_t* out_dtypes,
-                            int num_out, tpu_write_mode_t mode,
-                            tpu_prepare_fn prepare, void* user);
-
-tpu_status_t tpu_op_call(int op, int device, const tpu_arg_t* args,
-                         int num_args, tpu_write_mode_t mode,
-                         tpu_prepare_fn prepare, void* user) {
-  return op_call(op, device, args, num_args, NULL, 0, mode, prepare, user);
-}
-
-tpu_status_t tpu_op_call_out(int op, int device, const tpu_arg_t* args,
-                             int num_args, const tpu_dtype_t* out_dtypes,
-                             int num_out, tpu_prepare_fn prepare, void* user) {
-  return op_call(op, device, args, num_args, out_dtypes, num_out,
-                 TPU_WRITE_INTO, prepare, user);
-}
-
-static tpu_status_t op_call(int op, int device, const tpu_arg_t* args,
-                            int num_args, const tpu_dtype_t* out_dtypes,
-                            int num_out, tpu_write_mode_t mode,
-                            tpu_prepare_fn prepare, void* user) {
+tpu_status_t tpu_op_call(const tpu_call_t* call) {
+  int op = call->op, device = call->device, num_args = call->num_args;
+  const tpu_arg_t* args = call->args;
+  tpu_write_mode_t mode = call->mode;
+  tpu_prepare_fn prepare = call->prepare;
+  void* user = call->user;
   const tpu_op_row_t* row = tpu_op_row(op);
   if (!row) return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "no op %d", op);
   if (device < 0) device = find_device(args, num_args);
@@ -369,8 +353,8 @@ static tpu_status_t op_call(int op, int device, const tpu_arg_t* args,
   cx.args = args;
   cx.num_args = num_args;
   cx.dev = d;
-  cx.out_dtypes = out_dtypes;
-  cx.num_out_dtypes = num_out;
+  cx.out_dtypes = call->out_dtypes;
+  cx.num_out_dtypes = call->num_out_dtypes;
   tpu_status_t s = row->lower(&cx);
   if (!s) s = tpu_graph_take_error(d->graph);
   if (!s && cx.num_outs == 0)

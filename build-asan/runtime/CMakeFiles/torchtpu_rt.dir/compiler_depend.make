@@ -1,2 +1,0 @@
-# Empty compiler generated dependencies file for torchtpu_rt.
-# This may be replaced when dependencies are built.

@@ -1,0 +1,101 @@
+"""Autograd on tpu: the engine, hooks, higher-order gradients, gradcheck."""
+import pytest
+import torch
+
+from conftest import NoFallback, to_tpu
+
+
+def test_grad_accumulates_and_retain_graph():
+    x = torch.randn(4, 3, requires_grad=True)
+    t = to_tpu(x)
+    for v in (x, t):
+        y = (v * v).sum()
+        y.backward(retain_graph=True)
+        y.backward()
+    torch.testing.assert_close(t.grad.cpu(), x.grad)
+    assert t.grad.device.type == "tpu"
+
+
+def test_autograd_grad_and_grad_tensors():
+    x = torch.randn(5, requires_grad=True)
+    t = to_tpu(x)
+    g = torch.randn(5)
+    for v, gv in ((x, g), (t, g.tpu())):
+        (out,) = torch.autograd.grad(v.exp() * 2, v, grad_outputs=gv)
+        if v is x:
+            expected = out
+    torch.testing.assert_close(out.cpu(), expected)
+
+
+def test_double_backward():
+    x = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    t = to_tpu(x)
+    results = []
+    for v in (x, t):
+        (g,) = torch.autograd.grad((v ** 3).sum(), v, create_graph=True)
+        (gg,) = torch.autograd.grad(g.sum(), v)
+        results.append(gg)
+    torch.testing.assert_close(results[1].cpu(), results[0])
+
+
+def test_hooks_and_views():
+    x = torch.randn(3, 4, requires_grad=True)
+    t = to_tpu(x)
+    seen = []
+    for v in (x, t):
+        h = v.register_hook(lambda g: g * 2)
+        w = v[:, 1:3].t()
+        w.register_hook(lambda g: seen.append(g.device.type) or g)
+        (w * w).sum().backward()
+        h.remove()
+    assert seen == ["cpu", "tpu"]
+    torch.testing.assert_close(t.grad.cpu(), x.grad)
+
+
+def test_no_grad_detach_and_inplace():
+    t = torch.randn(4, device="tpu", requires_grad=True)
+    with torch.no_grad():
+        y = t * 2
+    assert not y.requires_grad
+    d = t.detach()
+    d.add_(1)  # shares storage: visible through t
+    assert torch.equal(d.cpu(), t.detach().cpu())
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        t.add_(1)
+
+
+def test_custom_function():
+    class Square(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, v):
+            ctx.save_for_backward(v)
+            return v * v
+
+        @staticmethod
+        def backward(ctx, g):
+            (v,) = ctx.saved_tensors
+            return 2 * v * g
+
+    x = torch.randn(5, requires_grad=True)
+    t = to_tpu(x)
+    for v in (x, t):
+        Square.apply(v).sum().backward()
+    torch.testing.assert_close(t.grad.cpu(), x.grad)
+
+
+def test_gradcheck_float64():
+    x = torch.randn(3, 4, dtype=torch.float64, device="tpu", requires_grad=True)
+    w = torch.randn(4, 2, dtype=torch.float64, device="tpu", requires_grad=True)
+    with NoFallback():
+        assert torch.autograd.gradcheck(lambda a, b: torch.tanh(a @ b).sum(0), (x, w))
+
+
+def test_backward_across_devices():
+    a = torch.randn(3, 3, requires_grad=True)
+    b = torch.randn(3, 3, requires_grad=True)
+    ta, tb = to_tpu(a, torch.device("tpu:0")), to_tpu(b, torch.device("tpu:1"))
+    (a @ b.relu()).sum().backward()
+    (ta @ tb.relu().to("tpu:0")).sum().backward()
+    assert tb.grad.device == torch.device("tpu:1")
+    torch.testing.assert_close(ta.grad.cpu(), a.grad)
+    torch.testing.assert_close(tb.grad.cpu(), b.grad)
