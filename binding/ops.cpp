@@ -61,6 +61,7 @@ struct Args {
   std::deque<std::unique_ptr<bool[]>> bool_lists;
   std::deque<std::vector<tpu_scalar_t>> scalar_lists;
   std::deque<std::string> strings;
+  std::deque<at::Tensor> resolved;  // inputs materialized from conj / neg views
   std::vector<size_t> generators;  // indices of RNG args to fill in
   c10::DeviceIndex device = -1;    // of the first tpu tensor or Device arg
 
@@ -410,6 +411,18 @@ class RowKernel final : public c10::OperatorKernel {
         if (a.device < 0 && !call.targets.empty()) a.device = call.targets[0].device().index();
       }
       if (info_.is_out[i]) continue;  // out= tensors are targets, not inputs
+      // A few ops fall through the Conjugate key (mm, addmm, bmm, baddbmm,
+      // dot, vdot, _conj_physical: CPU's kernels read the bit), so a
+      // conjugate view can reach a row; rows read physical data, so such an
+      // input is materialized first (the negative bit likewise).
+      if (!info_.written[i] && v.isTensor()) {
+        const at::Tensor& t = v.toTensor();
+        if (t.defined() && t.is_privateuseone() && (t.is_conj() || t.is_neg())) {
+          a.resolved.push_back(t.resolve_conj().resolve_neg());
+          a.args.push_back(convert(a, schema_args[i], c10::IValue(a.resolved.back())));
+          continue;
+        }
+      }
       a.args.push_back(convert(a, schema_args[i], v));
     }
     if (a.device < 0) a.device = current_device();
