@@ -64,3 +64,14 @@ peers: $(VENV)/.deps
 	$(PY) -m pip install -q -c requirements.txt jax==0.10.2 jaxlib==0.10.2
 
 .PHONY: bench peers
+
+# The OpInfo conformance sweep (tests/conformance/sweep.py): every operator of
+# PyTorch's OpInfo databases and every Core ATen overload, on tpu against CPU,
+# in crash-isolated worker processes; writes docs/op_coverage.md and .json.
+# Hours on a 2-core machine the first time; the on-disk compile cache
+# (TORCHTPU_CACHE_DIR) makes reruns much faster. Options through
+# CONFORMANCE_ARGS, e.g. CONFORMANCE_ARGS="--ops add,mul" or "--jobs 4".
+conformance: build
+	$(PY) tests/conformance/sweep.py $(CONFORMANCE_ARGS)
+
+.PHONY: conformance
