@@ -86,3 +86,14 @@ models: build $(VENV)/.models-deps
 	HF_HUB_OFFLINE=1 TORCHTPU_ZOO_TABLE=docs/model_zoo.md $(PY) -m pytest tests/models
 
 .PHONY: models
+
+# The OpInfo conformance sweep (tests/conformance/sweep.py): every operator of
+# PyTorch's OpInfo databases and every Core ATen overload, on tpu against CPU,
+# in crash-isolated worker processes; writes docs/op_coverage.md and .json.
+# About an hour on a 2-core machine the first time; the on-disk compile cache
+# (TORCHTPU_CACHE_DIR) makes reruns much faster. Options through
+# CONFORMANCE_ARGS, e.g. CONFORMANCE_ARGS="--ops add,mul" or "--jobs 4".
+conformance: build
+	$(PY) tests/conformance/sweep.py $(CONFORMANCE_ARGS)
+
+.PHONY: conformance

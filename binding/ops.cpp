@@ -61,6 +61,7 @@ struct Args {
   std::deque<std::unique_ptr<bool[]>> bool_lists;
   std::deque<std::vector<tpu_scalar_t>> scalar_lists;
   std::deque<std::string> strings;
+  std::deque<at::Tensor> resolved;  // inputs materialized from conj / neg views
   std::vector<size_t> generators;  // indices of RNG args to fill in
   c10::DeviceIndex device = -1;    // of the first tpu tensor or Device arg
 
@@ -410,6 +411,18 @@ class RowKernel final : public c10::OperatorKernel {
         if (a.device < 0 && !call.targets.empty()) a.device = call.targets[0].device().index();
       }
       if (info_.is_out[i]) continue;  // out= tensors are targets, not inputs
+      // A few ops fall through the Conjugate key (mm, addmm, bmm, baddbmm,
+      // dot, vdot, _conj_physical: CPU's kernels read the bit), so a
+      // conjugate view can reach a row; rows read physical data, so such an
+      // input is materialized first (the negative bit likewise).
+      if (!info_.written[i] && v.isTensor()) {
+        const at::Tensor& t = v.toTensor();
+        if (t.defined() && t.is_privateuseone() && (t.is_conj() || t.is_neg())) {
+          a.resolved.push_back(t.resolve_conj().resolve_neg());
+          a.args.push_back(convert(a, schema_args[i], c10::IValue(a.resolved.back())));
+          continue;
+        }
+      }
       a.args.push_back(convert(a, schema_args[i], v));
     }
     if (a.device < 0) a.device = current_device();
@@ -596,13 +609,34 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(empty), 0, size, {});
 }
 
+// A view of t without the conjugate and negative bits: its physical data.
+at::Tensor physical(const at::Tensor& t) {
+  at::Tensor p = t;
+  if (p.is_conj()) p = p.conj();  // conj() of a conjugate view clears the bit
+  if (p.is_neg()) p = p._neg_view();
+  return p;
+}
+
+// Copies move physical data; the conjugate and negative bits of views
+// (x.conj(), x._neg_view()) say how logical values derive from it, so each
+// direction applies the bits of both sides.
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   if (self.numel() == 0) return dst;
   if (self.is_privateuseone() && dst.is_privateuseone()) {
     tpu_view_t s = view_of(self), d = view_of(dst);
     check(tpu_copy(&d, &s));
+    bool conj = self.is_conj() != dst.is_conj(), neg = self.is_neg() != dst.is_neg();
+    if (conj || neg) {
+      at::Tensor p = physical(dst);
+      // (conj_physical_ has no tpu kernel: negate the imaginary parts)
+      if (conj) at::view_as_real(p).select(-1, 1).neg_();
+      if (neg) p.neg_();
+    }
   } else if (dst.is_privateuseone()) {  // host to device
-    at::Tensor src = self.to(dst.scalar_type()).resolve_conj().resolve_neg();
+    at::Tensor src = self.to(dst.scalar_type());
+    if (dst.is_conj()) src = src.conj();  // dst holds the conjugate of its values
+    if (dst.is_neg()) src = src._neg_view();
+    src = src.resolve_conj().resolve_neg();
     src = src.expand(dst.sizes()).contiguous();
     tpu_view_t d = view_of(dst);
     check(tpu_copy_from_host(&d, src.data_ptr()));
@@ -610,6 +644,8 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     at::Tensor tmp = at::empty(self.sizes(), self.options().device(c10::kCPU));
     tpu_view_t s = view_of(self);
     check(tpu_copy_to_host(&s, tmp.data_ptr(), tmp.nbytes()));
+    if (self.is_conj()) tmp = tmp.conj();
+    if (self.is_neg()) tmp = tmp._neg_view();
     dst.copy_(tmp);
   }
   return dst;
@@ -662,6 +698,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+// The Conjugate and Negative keys' generic fallback resolves a view's bit
+// with clone(), and clone copies with _copy_from: an endless recursion (a
+// stack overflow on x.conj().cpu()). _copy_from reads the bits itself.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 void register_kernel(const std::string& qualified_name, int row) {

@@ -56,6 +56,27 @@ def test_copy_into_views():
     assert torch.equal(t.cpu(), x)
 
 
+def test_conjugate_and_negative_views():
+    # Views with the conjugate / negative bit: copies in every direction read
+    # and write logical values (x.conj().cpu() used to recurse endlessly).
+    x, y = torch.randn(2, 3, dtype=torch.complex64), torch.randn(2, 3)
+    t, u = x.to("tpu"), y.to("tpu")
+    assert torch.equal(t.conj().cpu(), x.conj())
+    assert torch.equal(torch._neg_view(u).cpu(), -y)
+    assert torch.equal(t.conj().clone().cpu(), x.conj())
+    assert torch.equal(t.conj().resolve_conj().cpu(), x.conj())
+    assert torch.equal(torch._neg_view(u).clone().cpu(), -y)
+    d = torch.zeros(2, 3, dtype=torch.complex64, device="tpu").conj()
+    d.copy_(t)  # device -> device, into a conjugate view
+    assert torch.equal(d.cpu(), x) and torch.equal(d.conj().cpu(), x.conj())
+    d.copy_(x.conj())  # host -> device, into a conjugate view
+    assert torch.equal(d.cpu(), x.conj())
+    h = torch.empty(2, 3, dtype=torch.complex64)
+    h.copy_(t.conj())  # device -> host
+    assert torch.equal(h, x.conj())
+    assert t.conj()[1, 2].item() == x.conj()[1, 2].item()
+
+
 def test_dtype_conversion():
     x = torch.randn(10) * 100
     for dtype in [torch.int32, torch.int64, torch.float16, torch.bfloat16, torch.bool]:

@@ -242,3 +242,11 @@ def test_errors():
     ]
     for fn, x in cases:
         check_error(fn, x)
+
+
+def test_silu_complex():
+    # CPU defines silu (not mish, gelu, ...) for complex numbers
+    z = torch.randn(4, 5, dtype=torch.complex64)
+    check(F.silu, z)
+    check(lambda z: F.silu(z.clone(), inplace=True), z)
+    check_error(F.mish, z)

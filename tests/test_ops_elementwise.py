@@ -538,3 +538,11 @@ def test_math_backward(dtype):
         return [y.detach() for y in ys] + list(grads)
 
     check(run, x)
+
+
+def test_conj_physical():
+    z = torch.randn(3, 4, dtype=torch.complex64)
+    check(torch.conj_physical, z)
+    check(torch.conj_physical, torch.randn(3, 4))  # real: the identity
+    check(lambda z: z.clone().conj_physical_(), z)
+    check(lambda z: torch.conj_physical(z, out=torch.empty_like(z)), z)

@@ -99,6 +99,20 @@ def test_bool_and_complex():
     check(torch.addr, rand(3, 4, dtype=torch.int64), b(3), rand(4, dtype=torch.int64))
 
 
+def test_conjugate_views():
+    # mm, addmm, bmm, baddbmm, dot and vdot fall through the Conjugate key
+    # (CPU's kernels read the bit): tpu must see the conjugated values.
+    a, b, c = (torch.randn(3, 3, dtype=torch.complex64) for _ in range(3))
+    check(lambda a, b: a.mH @ b, a, b)
+    check(lambda a, b: a @ b.conj(), a, b)
+    check(lambda a, b, c: torch.addmm(c.conj(), a.conj(), b), a, b, c)
+    check(lambda a, b: torch.bmm(a.conj()[None], b[None]), a, b)
+    check(lambda a, b, c: torch.baddbmm(c.conj()[None], a[None], b.conj()[None]), a, b, c)
+    check(lambda a, b: torch.dot(a[0].conj(), b[0]), a, b)
+    check(lambda a, b: torch.vdot(a[0], b[0].conj()), a, b)
+    check(lambda a, b: torch._neg_view(a.real) @ b.real, a, b)
+
+
 def test_out_and_inplace():
     def addmm_out(s, a, b):
         out = torch.empty(3, 5, device=s.device)

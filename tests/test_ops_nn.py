@@ -52,6 +52,10 @@ CONVS = [  # (function, input shape, weight shape, bias, kwargs)
     (F.conv_transpose2d, (2, 4, 5, 6), (4, 3, 3, 2), True,
      dict(stride=(2, 3), padding=(2, 0), dilation=2, groups=2)),
     (F.conv_transpose1d, (2, 4, 5), (4, 3, 3), False, dict(stride=3)),
+    # output_padding >= stride (allowed below the dilation): the input
+    # gradient drops the rows only the padding made
+    (F.conv_transpose2d, (2, 2, 4, 4), (2, 2, 4, 5), True,
+     dict(stride=(3, 2), padding=(1, 2), output_padding=(2, 3), groups=2, dilation=(4, 4))),
 ]
 
 
@@ -202,6 +206,8 @@ def test_pool_out_and_empty():
     check(max_out, x)
     check(lambda x: A.avg_pool2d.out(x, [2, 2], out=torch.empty(2, 3, 3, 3, device=x.device)), x)
     check(lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True), rand(0, 3, 7, 7))
+    check(lambda x: F.avg_pool1d(x, 6, 3, 2), rand(0, 3, 9))
+    check(lambda x: F.avg_pool3d(x, (2, 3, 1), (2, 1, 2)), rand(0, 1, 4, 5, 4))
     check(lambda x: A._adaptive_avg_pool2d(x, [0, 3]), x)
     check(lambda x: A.adaptive_max_pool2d(x, [0, 3]), x)
 

@@ -262,9 +262,9 @@ def _md_coverage(doc, recs, rats):
     conf = info.get("conformance") or {}
     if conf.get("status") == "ok":
         c = conf["counts"]
-        keys = ["native", "fallback", "fail", "error", "skip", "other"]
+        keys = ["native", "fallback", "fail", "error", "skip", "crash", "other"]
         out += [f"Conformance ({conf['path']}):", ""]
-        out += table(keys, [[c[k] for k in keys]])
+        out += table(keys, [[c.get(k, 0) for k in keys]])
     elif conf.get("status") == "error":
         out.append(f"Conformance results unreadable: {conf['error']}")
     else:
@@ -390,8 +390,8 @@ def _plot_coverage(plt, doc, recs, rats):
         return None
     fig, ax = plt.subplots(figsize=(8, 4))
     if conf.get("status") == "ok":
-        keys = ["native", "fallback", "fail", "error", "skip", "other"]
-        ax.bar(keys, [conf["counts"][k] for k in keys])
+        keys = ["native", "fallback", "fail", "error", "skip", "crash", "other"]
+        ax.bar(keys, [conf["counts"].get(k, 0) for k in keys])
         ax.set_title("conformance outcomes (docs/op_coverage.json)")
     else:
         names = list(secs)

@@ -4,7 +4,7 @@ Today: the rows of the op table (torchtpu._ops.table()) and the ATen
 overloads they register (in-place and out= variants included), grouped by
 the family sections of runtime/src/lower/ops.def when the source tree is at
 hand. When the conformance harness has written docs/op_coverage.json, its
-outcome counts (native, fallback, fail, error, skip) are summarized too.
+outcome counts (native, fallback, fail, error, skip, crash) are summarized too.
 No timings: every figure is a count.
 """
 import json
@@ -14,7 +14,7 @@ from pathlib import Path
 from torchtpu.perflab import harness
 
 SUITE = "coverage"
-OUTCOMES = ("native", "fallback", "fail", "error", "skip")
+OUTCOMES = ("native", "fallback", "fail", "error", "skip", "crash")
 # Where the conformance harness writes its results (None: docs/op_coverage.json
 # in the source tree).
 CONFORMANCE_PATH = None

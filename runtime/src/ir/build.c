@@ -512,6 +512,10 @@ static bool window_result(tpu_graph_t* g, const tpu_type_t* tx,
     int64_t in = (tx->dims[i] - 1) * bd + 1 + w->pad_lo[i] + w->pad_hi[i];
     int64_t win = (w->dims[i] - 1) * wd + 1;
     if (tx->dims[i] == 0) in = w->pad_lo[i] + w->pad_hi[i];
+    if (tx->dims[i] == 0 && w->dims[i] >= 1 && in < win) {
+      t->dims[i] = 0;  // an empty dimension has no windows (a pool over an empty batch)
+      continue;
+    }
     if (w->dims[i] < 1 || in < win) {
       tpu_graph_fail(g, tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                                         "window of %lld does not fit input of "

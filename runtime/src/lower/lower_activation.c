@@ -168,8 +168,10 @@ static tpu_val_t silu_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   tpu_val_t e = tpu_ir_unary(g, TPU_IR_EXP, tpu_ir_unary(g, TPU_IR_NEG, x));
   return tpu_ew_div(g, x, tpu_ew_add(g, k(cx, x, 1), e));
 }
+// (CPU defines silu for complex numbers too, with the same formula)
 tpu_status_t tpu_lower_silu(tpu_lower_ctx_t* cx) {
-  return tpu_ew_unary(cx, TPU_RULE_FLOATING, silu_fn);
+  bool complex = tpu_dtype_is_complex(tpu_arg_value_dtype(cx, 0));
+  return tpu_ew_unary(cx, complex ? TPU_RULE_SAME : TPU_RULE_FLOATING, silu_fn);
 }
 
 // x * tanh(log1p(exp(x)))

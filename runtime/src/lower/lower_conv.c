@@ -275,6 +275,20 @@ tpu_status_t tpu_lower_convolution_backward(tpu_lower_ctx_t* cx) {
   if (mask_bit(cx, 9, 0)) {
     gx = p.transposed ? conv_forward(g, dy, w, &p, acc)
                       : conv_input_grad(g, dy, w, xs + 2, &p, acc);
+    if (p.transposed && tpu_graph_ok(g)) {
+      // An output_padding of a stride or more (allowed below the dilation)
+      // adds rows that no input position produced: the plain convolution of
+      // dy then has them too; x's gradient is its first xs rows.
+      const tpu_type_t* gt = tpu_ir_type(g, gx);
+      int64_t start[TPU_MAX_RANK] = {0}, limit[TPU_MAX_RANK], one[TPU_MAX_RANK];
+      bool crop = false;
+      for (int i = 0; i < gt->rank; ++i) {
+        limit[i] = i < 2 ? gt->dims[i] : xs[i];
+        one[i] = 1;
+        crop |= limit[i] != gt->dims[i];
+      }
+      if (crop) gx = tpu_ir_slice(g, gx, start, limit, one);
+    }
     gx = tpu_ir_convert(g, gx, t);
   }
   if (mask_bit(cx, 9, 1)) {

@@ -750,6 +750,18 @@ tpu_status_t tpu_lower_sgn(tpu_lower_ctx_t* cx) {
   return TPU_OK;
 }
 
+// _conj_physical / conj_physical_ / conj_physical.out: the conjugate,
+// materialized; real tensors are their own conjugate.
+tpu_status_t tpu_lower_conj_physical(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  tpu_val_t z = tpu_lower_tensor(cx, 0);
+  if (tpu_dtype_is_complex(tpu_arg_value_dtype(cx, 0)))
+    z = tpu_ir_binary(g, TPU_IR_COMPLEX, tpu_ir_unary(g, TPU_IR_REAL, z),
+                      tpu_ir_unary(g, TPU_IR_NEG, tpu_ir_unary(g, TPU_IR_IMAG, z)));
+  tpu_lower_out(cx, 0, z);
+  return TPU_OK;
+}
+
 // Rounding: the identity on integers.
 static tpu_val_t rounding(tpu_lower_ctx_t* cx, tpu_val_t x, tpu_ir_op_t op) {
   if (!is_float(cx->g, x)) return x;
