@@ -1,4 +1,5 @@
 // Helpers shared by lowerings: shapes, broadcasting, dims, constants.
+#include <stdio.h>
 #include <string.h>
 
 #include "lower/lower.h"
@@ -88,4 +89,16 @@ tpu_status_t tpu_lower_broadcast_inputs(tpu_lower_ctx_t* cx, const int* args,
 const tpu_scalar_t* tpu_arg_scalar_at(const tpu_lower_ctx_t* cx, int i, int j) {
   const tpu_arg_t* a = tpu_arg(cx, i);
   return a->kind == TPU_ARG_SCALARS && j >= 0 && j < a->count ? &a->scalars[j] : NULL;
+}
+
+void tpu_dims_str(const int64_t* d, int rank, const char* sep, char* out, size_t size) {
+  size_t n = 0;
+  out[0] = 0;
+  for (int i = 0; i < rank && n < size; ++i)
+    n += (size_t)snprintf(out + n, size - n, "%s%lld", i ? sep : "", (long long)d[i]);
+}
+
+bool tpu_arg_mask_bit(const tpu_lower_ctx_t* cx, int i, int j) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  return a->kind == TPU_ARG_BOOLS && j < a->count ? a->bools[j] : true;
 }

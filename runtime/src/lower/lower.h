@@ -160,6 +160,14 @@ const tpu_scalar_t* tpu_arg_scalar_at(const tpu_lower_ctx_t* cx, int i, int j);
 
 // PyTorch's name of a dtype ("Float", "Long"), for messages users know.
 const char* tpu_dtype_torch_name(tpu_dtype_t t);
+// Its C++ spelling ("float", "c10::BFloat16", "long int"), which some
+// PyTorch dtype errors use.
+const char* tpu_dtype_cpp_name(tpu_dtype_t t);
+// Sizes as "2, 3, 4" (with `sep` between them) for messages.
+void tpu_dims_str(const int64_t* d, int rank, const char* sep, char* out, size_t size);
+// Element j of an output_mask (bool[]) argument i; true when absent.
+bool tpu_arg_mask_bit(const tpu_lower_ctx_t* cx, int i, int j);
+#define tpu_invalid(...) tpu_status_make(TPU_CODE_INVALID_ARGUMENT, __VA_ARGS__)
 
 // The op table, expanded from ops.def.
 const tpu_op_row_t* tpu_op_row(int op);

@@ -19,34 +19,6 @@
 
 #include "lower/lower.h"
 
-static tpu_status_t invalid(const char* fmt, ...) TPU_PRINTF(1, 2);
-static tpu_status_t invalid(const char* fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "%s", msg);
-}
-
-// C++ spellings PyTorch uses in convolution dtype errors.
-static const char* cpp_name(tpu_dtype_t t) {
-  switch (t) {
-    case TPU_F32: return "float";
-    case TPU_F64: return "double";
-    case TPU_F16: return "c10::Half";
-    case TPU_BF16: return "c10::BFloat16";
-    case TPU_I64: return "long int";
-    case TPU_I32: return "int";
-    default: return tpu_dtype_torch_name(t);
-  }
-}
-
-static bool mask_bit(const tpu_lower_ctx_t* cx, int i, int j) {
-  const tpu_arg_t* a = tpu_arg(cx, i);
-  return a->kind == TPU_ARG_BOOLS && j < a->count ? a->bools[j] : true;
-}
-
 // Reads an int list argument of `n` values; one value stands for all.
 static tpu_status_t int_list(const tpu_lower_ctx_t* cx, int i, int n, const char* name,
                              int64_t dflt, int64_t* out) {
@@ -54,8 +26,8 @@ static tpu_status_t int_list(const tpu_lower_ctx_t* cx, int i, int n, const char
   int count = tpu_arg_ints(cx, i, &v);
   for (int k = 0; k < n; ++k) out[k] = count == 0 ? dflt : count == 1 ? v[0] : v[k < count ? k : 0];
   if (count > 1 && count != n)
-    return invalid("expected %s to be a single integer value or a list of %d values to match "
-                   "the convolution dimensions, but got %s of length %d", name, n, name, count);
+    return tpu_invalid("expected %s to be a single integer value or a list of %d values to match "
+                       "the convolution dimensions, but got %s of length %d", name, n, name, count);
   return TPU_OK;
 }
 
@@ -81,12 +53,12 @@ static tpu_status_t read_params(const tpu_lower_ctx_t* cx, int first, int n,
   TPU_RETURN_IF_ERROR(int_list(cx, first + 4, n, "output_padding", 0, p->out_pad));
   p->groups = tpu_arg_int(cx, first + 5, 1);
   for (int i = 0; i < n; ++i) {
-    if (p->stride[i] <= 0) return invalid("non-positive stride is not supported");
-    if (p->pad[i] < 0) return invalid("negative padding is not supported");
-    if (p->dil[i] <= 0) return invalid("dilation should be greater than zero");
-    if (p->out_pad[i] < 0) return invalid("negative output_padding is not supported");
+    if (p->stride[i] <= 0) return tpu_invalid("non-positive stride is not supported");
+    if (p->pad[i] < 0) return tpu_invalid("negative padding is not supported");
+    if (p->dil[i] <= 0) return tpu_invalid("dilation should be greater than zero");
+    if (p->out_pad[i] < 0) return tpu_invalid("negative output_padding is not supported");
   }
-  if (p->groups <= 0) return invalid("non-positive groups is not supported");
+  if (p->groups <= 0) return tpu_invalid("non-positive groups is not supported");
   return TPU_OK;
 }
 
@@ -176,11 +148,11 @@ static tpu_val_t conv_weight_grad(tpu_graph_t* g, tpu_val_t x, tpu_val_t dy,
 static tpu_status_t check_conv_dtypes(tpu_lower_ctx_t* cx, int x, int w, int b) {
   tpu_dtype_t tx = tpu_arg_value_dtype(cx, x), tw = tpu_arg_value_dtype(cx, w);
   if (tx != tw)
-    return invalid("expected scalar type %s but found %s", tpu_dtype_torch_name(tx),
-                   tpu_dtype_torch_name(tw));
+    return tpu_invalid("expected scalar type %s but found %s", tpu_dtype_torch_name(tx),
+                       tpu_dtype_torch_name(tw));
   if (b >= 0 && tpu_arg_present(cx, b) && tpu_arg_value_dtype(cx, b) != tx)
-    return invalid("Input type (%s) and bias type (%s) should be the same", cpp_name(tx),
-                   cpp_name(tpu_arg_value_dtype(cx, b)));
+    return tpu_invalid("Input type (%s) and bias type (%s) should be the same", tpu_dtype_cpp_name(tx),
+                       tpu_dtype_cpp_name(tpu_arg_value_dtype(cx, b)));
   if (tx == TPU_BOOL || tpu_dtype_is_complex(tx))
     return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"convolution\" not implemented for '%s'",
                            tpu_dtype_torch_name(tx));
@@ -191,10 +163,10 @@ static tpu_status_t spatial_dims(tpu_lower_ctx_t* cx, int x, int w, int* n) {
   int rw = tpu_arg_rank(cx, w);
   *n = rw - 2;
   if (*n < 1 || *n > 3)
-    return invalid("weight should have at least three dimensions");
+    return tpu_invalid("weight should have at least three dimensions");
   if (tpu_arg_rank(cx, x) != rw)
-    return invalid("Expected %d-dimensional input for %d-dimensional weight, but got "
-                   "%d-dimensional input", rw, rw, tpu_arg_rank(cx, x));
+    return tpu_invalid("Expected %d-dimensional input for %d-dimensional weight, but got "
+                       "%d-dimensional input", rw, rw, tpu_arg_rank(cx, x));
   return TPU_OK;
 }
 
@@ -224,13 +196,13 @@ tpu_status_t tpu_lower_convolution(tpu_lower_ctx_t* cx) {
         for (int i = 0; i < n; ++i)
           m += (size_t)snprintf(msg + m, sizeof msg - m, "%s%s_%s: %lld", m ? " " : "", what[k],
                                 names[3 - n + i], (long long)v[k][i]);
-      return invalid("output padding must be smaller than either stride or dilation, but got %s",
-                     msg);
+      return tpu_invalid("output padding must be smaller than either stride or dilation, but got %s",
+                         msg);
     }
     if (xs[1] != ws[0])
-      return invalid("Given transposed=1, weight of size [%lld, ...], expected input to have "
-                     "%lld channels, but got %lld channels instead", (long long)ws[0],
-                     (long long)ws[0], (long long)xs[1]);
+      return tpu_invalid("Given transposed=1, weight of size [%lld, ...], expected input to have "
+                         "%lld channels, but got %lld channels instead", (long long)ws[0],
+                         (long long)ws[0], (long long)xs[1]);
     int64_t out[3];
     for (int i = 0; i < n; ++i)
       out[i] = (xs[2 + i] - 1) * p.stride[i] - 2 * p.pad[i] + p.dil[i] * (ws[2 + i] - 1) +
@@ -238,9 +210,9 @@ tpu_status_t tpu_lower_convolution(tpu_lower_ctx_t* cx) {
     y = conv_input_grad(g, x, w, out, &p, acc);
   } else {
     if (xs[1] != ws[1] * p.groups)
-      return invalid("Given groups=%lld, expected input to have %lld channels, but got %lld "
-                     "channels instead", (long long)p.groups, (long long)(ws[1] * p.groups),
-                     (long long)xs[1]);
+      return tpu_invalid("Given groups=%lld, expected input to have %lld channels, but got %lld "
+                         "channels instead", (long long)p.groups, (long long)(ws[1] * p.groups),
+                         (long long)xs[1]);
     y = conv_forward(g, x, w, &p, acc);
   }
   if (tpu_arg_present(cx, 2) && tpu_graph_ok(g)) {
@@ -261,8 +233,8 @@ tpu_status_t tpu_lower_convolution_backward(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(spatial_dims(cx, 1, 2, &n));
   TPU_RETURN_IF_ERROR(check_conv_dtypes(cx, 1, 2, -1));
   if (tpu_arg_rank(cx, 0) != n + 2)
-    return invalid("Expected input and grad_output to have the same number of dimensions, "
-                   "but got: %d and %d", n + 2, tpu_arg_rank(cx, 0));
+    return tpu_invalid("Expected input and grad_output to have the same number of dimensions, "
+                       "but got: %d and %d", n + 2, tpu_arg_rank(cx, 0));
   conv_params_t p;
   TPU_RETURN_IF_ERROR(read_params(cx, 3, n, &p));
   tpu_graph_t* g = cx->g;
@@ -272,7 +244,7 @@ tpu_status_t tpu_lower_convolution_backward(tpu_lower_ctx_t* cx) {
   tpu_val_t dy = tpu_lower_input(cx, 0, t);
   tpu_val_t x = tpu_lower_tensor(cx, 1), w = tpu_lower_tensor(cx, 2);
   tpu_val_t gx = TPU_VAL_NONE, gw = TPU_VAL_NONE, gb = TPU_VAL_NONE;
-  if (mask_bit(cx, 9, 0)) {
+  if (tpu_arg_mask_bit(cx, 9, 0)) {
     gx = p.transposed ? conv_forward(g, dy, w, &p, acc)
                       : conv_input_grad(g, dy, w, xs + 2, &p, acc);
     if (p.transposed && tpu_graph_ok(g)) {
@@ -291,12 +263,12 @@ tpu_status_t tpu_lower_convolution_backward(tpu_lower_ctx_t* cx) {
     }
     gx = tpu_ir_convert(g, gx, t);
   }
-  if (mask_bit(cx, 9, 1)) {
+  if (tpu_arg_mask_bit(cx, 9, 1)) {
     gw = p.transposed ? conv_weight_grad(g, dy, x, ws + 2, &p, acc)
                       : conv_weight_grad(g, x, dy, ws + 2, &p, acc);
     gw = tpu_ir_convert(g, gw, tpu_arg_value_dtype(cx, 2));
   }
-  if (mask_bit(cx, 9, 2)) {
+  if (tpu_arg_mask_bit(cx, 9, 2)) {
     tpu_dtype_t bacc = tpu_opmath(tdy);
     int64_t dims[4] = {0, 2, 3, 4};
     gb = tpu_ir_reduce(g, tpu_lower_input(cx, 0, bacc), tpu_ir_const(g, bacc, 0, NULL, 0), dims,
@@ -330,13 +302,6 @@ static int64_t prod(const int64_t* d, int n) {
   int64_t p = 1;
   for (int i = 0; i < n; ++i) p *= d[i];
   return p;
-}
-
-static void sizes_str(const int64_t* d, int rank, const char* sep, char* out, size_t size) {
-  size_t n = 0;
-  out[0] = 0;
-  for (int i = 0; i < rank && n < size; ++i)
-    n += (size_t)snprintf(out + n, size - n, "%s%lld", i ? sep : "", (long long)d[i]);
 }
 
 typedef struct pool {
@@ -381,40 +346,40 @@ static tpu_status_t read_pool(tpu_lower_ctx_t* cx, const char* name, int x, int 
   const int64_t* v;
   int c = tpu_arg_ints(cx, ka, &v);
   if (c != 1 && c != n)
-    return invalid("%s: kernel_size must either be a single int, or a tuple of %s ints", name, cnt);
+    return tpu_invalid("%s: kernel_size must either be a single int, or a tuple of %s ints", name, cnt);
   for (int i = 0; i < n; ++i) pl->k[i] = v[c == 1 ? 0 : i];
   c = tpu_arg_ints(cx, sa, &v);
   if (c != 0 && c != 1 && c != n)
-    return invalid("%s: stride must either be omitted, a single int, or a tuple of %s ints",
-                   name, cnt);
+    return tpu_invalid("%s: stride must either be omitted, a single int, or a tuple of %s ints",
+                       name, cnt);
   for (int i = 0; i < n; ++i) pl->s[i] = c == 0 ? pl->k[i] : v[c == 1 ? 0 : i];
   c = tpu_arg_ints(cx, pa, &v);
   if (c != 1 && c != n)
-    return invalid("%s: padding must either be a single int, or a tuple of %s ints", name, cnt);
+    return tpu_invalid("%s: padding must either be a single int, or a tuple of %s ints", name, cnt);
   for (int i = 0; i < n; ++i) pl->p[i] = v[c == 1 ? 0 : i];
   for (int i = 0; i < n; ++i) pl->d[i] = 1;
   if (da >= 0) {
     c = tpu_arg_ints(cx, da, &v);
     if (c != 1 && c != n)
-      return invalid("%s: dilation must be either a single int, or a tuple of %s ints", name,
-                     cnt);
+      return tpu_invalid("%s: dilation must be either a single int, or a tuple of %s ints", name,
+                         cnt);
     for (int i = 0; i < n; ++i) pl->d[i] = v[c == 1 ? 0 : i];
   }
   int rank = tpu_arg_rank(cx, x);
   const int64_t* xs = tpu_arg_sizes(cx, x);
   if (rank != n + 1 && rank != n + 2)
-    return invalid("non-empty %dD or %dD (batch mode) tensor expected for input", n + 1, n + 2);
+    return tpu_invalid("non-empty %dD or %dD (batch mode) tensor expected for input", n + 1, n + 2);
   pl->lead = rank - n;
   for (int i = 0; i < n; ++i) pl->in[i] = xs[pl->lead + i];
   for (int i = 0; i < n; ++i) {
-    if (pl->s[i] == 0) return invalid("stride should not be zero");
-    if (pl->p[i] < 0) return invalid("pad must be non-negative, but got pad: %lld",
-                                     (long long)pl->p[i]);
+    if (pl->s[i] == 0) return tpu_invalid("stride should not be zero");
+    if (pl->p[i] < 0) return tpu_invalid("pad must be non-negative, but got pad: %lld",
+                                         (long long)pl->p[i]);
     int64_t eff = (pl->k[i] - 1) * pl->d[i] + 1;
     if (pl->p[i] > eff / 2)
-      return invalid("pad should be at most half of effective kernel size, but got pad=%lld, "
-                     "kernel_size=%lld and dilation=%lld", (long long)pl->p[i],
-                     (long long)pl->k[i], (long long)pl->d[i]);
+      return tpu_invalid("pad should be at most half of effective kernel size, but got pad=%lld, "
+                         "kernel_size=%lld and dilation=%lld", (long long)pl->p[i],
+                         (long long)pl->k[i], (long long)pl->d[i]);
     pl->out[i] = pool_out_size(pl->in[i], pl->k[i], pl->p[i], pl->s[i], pl->d[i], ceil_mode);
   }
   // CPU's pool2d/pool3d_shape_check, in its words.
@@ -431,14 +396,14 @@ static tpu_status_t read_pool(tpu_lower_ctx_t* cx, const char* name, int x, int 
     for (int i = 0; i < n; ++i)
       m += (size_t)snprintf(msg + m, sizeof msg - m, "%s%s%s: %lld", i ? " " : "", prefix[c],
                             axes[n - 1][i], (long long)checks[c][i]);
-    return invalid("%s should be greater than zero, but got %s", what[c], msg);
+    return tpu_invalid("%s should be greater than zero, but got %s", what[c], msg);
   }
   for (int i = 0; i < rank; ++i)
     if (xs[i] == 0 && !(i == 0 && rank == n + 2)) {
       char a[128];
-      sizes_str(xs, rank, ", ", a, sizeof a);
-      return invalid("Expected %dD or %dD (batch mode) tensor with optional 0 dim batch size "
-                     "for input, but got:[%s]", n + 1, n + 2, a);
+      tpu_dims_str(xs, rank, ", ", a, sizeof a);
+      return tpu_invalid("Expected %dD or %dD (batch mode) tensor with optional 0 dim batch size "
+                         "for input, but got:[%s]", n + 1, n + 2, a);
     }
   for (int i = 0; i < n; ++i)
     if (pl->out[i] < 1) {
@@ -449,10 +414,10 @@ static tpu_status_t read_pool(tpu_lower_ctx_t* cx, const char* name, int x, int 
         b[1 + j] = pl->out[j];
       }
       char sa_[128], sb[128];
-      sizes_str(a, n + 1, "x", sa_, sizeof sa_);
-      sizes_str(b, n + 1, "x", sb, sizeof sb);
-      return invalid("Given input size: (%s). Calculated output size: (%s). Output size is too "
-                     "small", sa_, sb);
+      tpu_dims_str(a, n + 1, "x", sa_, sizeof sa_);
+      tpu_dims_str(b, n + 1, "x", sb, sizeof sb);
+      return tpu_invalid("Given input size: (%s). Calculated output size: (%s). Output size is too "
+                         "small", sa_, sb);
     }
   return TPU_OK;
 }
@@ -642,13 +607,13 @@ static tpu_status_t scatter_grad(tpu_lower_ctx_t* cx, int dy_arg, int x_arg, int
   int rank = tpu_arg_rank(cx, x_arg), lead = rank - n;
   const int64_t *xs = tpu_arg_sizes(cx, x_arg), *ds = tpu_arg_sizes(cx, dy_arg);
   if (tpu_arg_rank(cx, dy_arg) != rank || tpu_arg_rank(cx, idx_arg) != rank)
-    return invalid("max pooling backward: grad_output and indices must have the input's rank");
+    return tpu_invalid("max pooling backward: grad_output and indices must have the input's rank");
   for (int i = 0; i < rank; ++i)
     if (tpu_arg_sizes(cx, idx_arg)[i] != ds[i])
-      return invalid("max pooling backward: indices and grad_output shapes differ");
+      return tpu_invalid("max pooling backward: indices and grad_output shapes differ");
   for (int i = 0; i < lead; ++i)
     if (ds[i] != xs[i])
-      return invalid("max pooling backward: grad_output and input batch dims differ");
+      return tpu_invalid("max pooling backward: grad_output and input batch dims differ");
   tpu_dtype_t t = tpu_arg_value_dtype(cx, x_arg), acc = tpu_opmath(t);
   int64_t b = prod(xs, lead), plane = prod(xs + lead, n), m = prod(ds + lead, n);
   int64_t total = b * plane, upd = b * m, bm[2] = {b, m}, um[2] = {upd, 1};
@@ -708,7 +673,7 @@ static tpu_val_t avg_divisor(tpu_lower_ctx_t* cx, const pool_t* pl, bool include
 // The checks of avg_pool's divisor_override.
 static tpu_status_t check_divisor(tpu_lower_ctx_t* cx, int arg) {
   if (tpu_arg_present(cx, arg) && tpu_arg_int(cx, arg, 1) == 0)
-    return invalid("divisor must be not zero");
+    return tpu_invalid("divisor must be not zero");
   return TPU_OK;
 }
 
@@ -771,7 +736,7 @@ static tpu_status_t avg_pool_backward(tpu_lower_ctx_t* cx, int n, const char* na
   const int64_t* ds = tpu_arg_sizes(cx, 0);
   bool same = tpu_arg_rank(cx, 0) == rank;
   for (int i = 0; same && i < rank; ++i) same = ds[i] == dims[i];
-  if (!same) return invalid("%s_backward: grad_output has the wrong shape", name);
+  if (!same) return tpu_invalid("%s_backward: grad_output has the wrong shape", name);
   for (int i = 0; i < n; ++i) bd[i] = lead + i;
   tpu_val_t div = avg_divisor(cx, &pl, tpu_arg_bool(cx, 6, true), 7, acc);
   tpu_val_t gy = tpu_ir_binary(g, TPU_IR_DIV, tpu_lower_input(cx, 0, acc),
@@ -814,25 +779,25 @@ static tpu_status_t read_adaptive(tpu_lower_ctx_t* cx, int x, int size_arg, int 
   int rank = tpu_arg_rank(cx, x);
   const int64_t* xs = tpu_arg_sizes(cx, x);
   char a[128];
-  sizes_str(xs, rank, ", ", a, sizeof a);
+  tpu_dims_str(xs, rank, ", ", a, sizeof a);
   if (rank != n + 1 && rank != n + 2)
-    return invalid("%s(): Expected %dD or %dD tensor, but got%s [%s]", name, n + 1, n + 2,
-                   is_max ? ":" : "", a);
+    return tpu_invalid("%s(): Expected %dD or %dD tensor, but got%s [%s]", name, n + 1, n + 2,
+                       is_max ? ":" : "", a);
   for (int i = 1; i < rank; ++i)
     if (xs[i] == 0)
-      return invalid("%s(): Expected input to have non-zero size for non-batch dimensions, "
-                     "but input has sizes [%s] with dimension %d being empty", name, a, i);
+      return tpu_invalid("%s(): Expected input to have non-zero size for non-batch dimensions, "
+                         "but input has sizes [%s] with dimension %d being empty", name, a, i);
   if (size_arg < 0) return TPU_OK;
   const int64_t* v;
   int c = tpu_arg_ints(cx, size_arg, &v);
   if (c != n) {
     if (is_max)
-      return invalid("%s(): internal error: output_size.size() must be %d", name, n);
-    return invalid("%s: output_size must be %d", name, n);
+      return tpu_invalid("%s(): internal error: output_size.size() must be %d", name, n);
+    return tpu_invalid("%s: output_size must be %d", name, n);
   }
   for (int i = 0; i < n; ++i) {
     if (v[i] < 0)
-      return invalid("%s: elements of output_size must be greater than or equal to 0", name);
+      return tpu_invalid("%s: elements of output_size must be greater than or equal to 0", name);
     out[i] = v[i];
   }
   return TPU_OK;
@@ -921,7 +886,7 @@ static tpu_status_t adaptive_avg_pool_backward(tpu_lower_ctx_t* cx, int n, const
   TPU_RETURN_IF_ERROR(check_pool_dtype(t, name, false));
   tpu_graph_t* g = cx->g;
   int rank = tpu_arg_rank(cx, 1), lead = rank - n;
-  if (tpu_arg_rank(cx, 0) != rank) return invalid("%s_backward: grad_output has the wrong rank", name);
+  if (tpu_arg_rank(cx, 0) != rank) return tpu_invalid("%s_backward: grad_output has the wrong rank", name);
   const int64_t *in = tpu_arg_sizes(cx, 1) + lead, *out = tpu_arg_sizes(cx, 0) + lead;
   tpu_val_t gy = tpu_lower_input(cx, 0, acc);
   const tpu_type_t* gt = tpu_ir_type(g, gy);

@@ -903,23 +903,6 @@ tpu_status_t tpu_lower_nan_to_num(tpu_lower_ctx_t* cx) {
 
 //===--- ternary ops ---===//
 
-// PyTorch's spelling of a dtype in "expected dtype" messages.
-static const char* type_meta_name(tpu_dtype_t t) {
-  switch (t) {
-    case TPU_F32: return "float";
-    case TPU_F64: return "double";
-    case TPU_F16: return "c10::Half";
-    case TPU_BF16: return "c10::BFloat16";
-    case TPU_I64: return "long int";
-    case TPU_I32: return "int";
-    case TPU_I16: return "short int";
-    case TPU_I8: return "signed char";
-    case TPU_U8: return "unsigned char";
-    case TPU_BOOL: return "bool";
-    default: return tpu_dtype_torch_name(t);
-  }
-}
-
 // lerp.Scalar(self, end, weight) / lerp.Tensor(self, end, weight):
 // self + w * (end - self) for |w| < 0.5, else end - (end - self) * (1 - w).
 tpu_status_t tpu_lower_lerp(tpu_lower_ctx_t* cx) {
@@ -928,12 +911,12 @@ tpu_status_t tpu_lower_lerp(tpu_lower_ctx_t* cx) {
   if (e != t)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "expected dtype %s for `end` but got dtype %s",
-                           type_meta_name(t), type_meta_name(e));
+                           tpu_dtype_cpp_name(t), tpu_dtype_cpp_name(e));
   // A 0-d weight may have another dtype (it is a scalar to PyTorch).
   if (tpu_arg_is_tensor(cx, 2) && tpu_arg_rank(cx, 2) > 0 && tpu_arg_value_dtype(cx, 2) != t)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "expected dtype %s for `weight` but got dtype %s",
-                           type_meta_name(t), type_meta_name(tpu_arg_value_dtype(cx, 2)));
+                           tpu_dtype_cpp_name(t), tpu_dtype_cpp_name(tpu_arg_value_dtype(cx, 2)));
   if (!tpu_dtype_is_float(t)) return not_implemented(cx, t);
   tpu_graph_t* g = cx->g;
   int args[3] = {0, 1, 2};

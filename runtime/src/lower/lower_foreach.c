@@ -28,23 +28,6 @@ static tpu_status_t not_implemented(const char* kernel, tpu_dtype_t t) {
                          kernel, tpu_dtype_torch_name(t));
 }
 
-// C++ spellings PyTorch uses in some dtype errors ("expected dtype float").
-static const char* cpp_name(tpu_dtype_t t) {
-  switch (t) {
-    case TPU_F32: return "float";
-    case TPU_F64: return "double";
-    case TPU_F16: return "c10::Half";
-    case TPU_BF16: return "c10::BFloat16";
-    case TPU_I64: return "long int";
-    case TPU_I32: return "int";
-    case TPU_I16: return "short int";
-    case TPU_I8: return "signed char";
-    case TPU_U8: return "unsigned char";
-    case TPU_BOOL: return "bool";
-    default: return tpu_dtype_torch_name(t);
-  }
-}
-
 // A row of the op table by name (the scalar op a foreach op maps).
 static tpu_status_t table_row(const char* name, const tpu_op_row_t** out) {
   int i = tpu_op_lookup(name);
@@ -251,13 +234,13 @@ static tpu_status_t lerp_elem(tpu_lower_ctx_t* e) {
   tpu_dtype_t t = tpu_arg_value_dtype(e, 0);
   if (tpu_arg_value_dtype(e, 1) != t)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
-                           "expected dtype %s for `end` but got dtype %s", cpp_name(t),
-                           cpp_name(tpu_arg_value_dtype(e, 1)));
+                           "expected dtype %s for `end` but got dtype %s", tpu_dtype_cpp_name(t),
+                           tpu_dtype_cpp_name(tpu_arg_value_dtype(e, 1)));
   bool weight_tensor = tpu_arg_is_tensor(e, 2);
   if (weight_tensor && tpu_arg_value_dtype(e, 2) != t)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
-                           "expected dtype %s for `weight` but got dtype %s", cpp_name(t),
-                           cpp_name(tpu_arg_value_dtype(e, 2)));
+                           "expected dtype %s for `weight` but got dtype %s", tpu_dtype_cpp_name(t),
+                           tpu_dtype_cpp_name(tpu_arg_value_dtype(e, 2)));
   if (!tpu_dtype_is_float(t))  // (complex lerp is not supported on tpu)
     return not_implemented(weight_tensor ? "lerp_kernel_tensor" : "lerp_kernel_scalar", t);
   int all[3] = {0, 1, 2};

@@ -6,19 +6,6 @@
 
 #include "lower/lower.h"
 
-// C++ spellings PyTorch uses in matmul dtype errors.
-static const char* cpp_name(tpu_dtype_t t) {
-  switch (t) {
-    case TPU_F32: return "float";
-    case TPU_F64: return "double";
-    case TPU_F16: return "c10::Half";
-    case TPU_BF16: return "c10::BFloat16";
-    case TPU_I64: return "long int";
-    case TPU_I32: return "int";
-    default: return tpu_dtype_torch_name(t);
-  }
-}
-
 static tpu_status_t not_for_bool(tpu_dtype_t t, const char* kernel);
 
 // a @ b over the last dim of a and dim `b_contract` of b, with batch dims.
@@ -46,7 +33,7 @@ tpu_status_t tpu_lower_mm(tpu_lower_ctx_t* cx) {
   if (ta != tb)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "expected m1 and m2 to have the same dtype, but got: %s != %s",
-                           cpp_name(ta), cpp_name(tb));
+                           tpu_dtype_cpp_name(ta), tpu_dtype_cpp_name(tb));
   TPU_RETURN_IF_ERROR(not_for_bool(ta, "addmm_impl_cpu_"));
   tpu_lower_out(cx, 0, tpu_lower_matmul_values(cx, tpu_lower_tensor(cx, 0),
                                                tpu_lower_tensor(cx, 1), 0, ta));
@@ -55,42 +42,25 @@ tpu_status_t tpu_lower_mm(tpu_lower_ctx_t* cx) {
 
 //===--- helpers ---===//
 
-static tpu_status_t invalid(const char* fmt, ...) TPU_PRINTF(1, 2);
-static tpu_status_t invalid(const char* fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "%s", msg);
-}
-
-static void dims_str(const int64_t* d, int rank, char* out, size_t size) {
-  size_t n = 0;
-  out[0] = 0;
-  for (int i = 0; i < rank && n < size; ++i)
-    n += (size_t)snprintf(out + n, size - n, "%s%lld", i ? ", " : "", (long long)d[i]);
-}
-
 // Checks that argument `arg` expands to `dims` (Tensor.expand's rules and
 // messages: addmm and friends expand self to the product's shape).
 static tpu_status_t check_expand(tpu_lower_ctx_t* cx, int arg, const int64_t* dims, int rank) {
   int r = tpu_arg_rank(cx, arg);
   const int64_t* s = tpu_arg_sizes(cx, arg);
   char a[256], b[256];
-  dims_str(s, r, a, sizeof a);
-  dims_str(dims, rank, b, sizeof b);
+  tpu_dims_str(s, r, ", ", a, sizeof a);
+  tpu_dims_str(dims, rank, ", ", b, sizeof b);
   if (r > rank)
-    return invalid("expand(torch.%sTensor{[%s]}, size=[%s]): the number of sizes provided "
-                   "(%d) must be greater or equal to the number of dimensions in the "
-                   "tensor (%d)", tpu_dtype_torch_name(tpu_arg_value_dtype(cx, arg)), a, b,
-                   rank, r);
+    return tpu_invalid("expand(torch.%sTensor{[%s]}, size=[%s]): the number of sizes provided "
+                       "(%d) must be greater or equal to the number of dimensions in the "
+                       "tensor (%d)", tpu_dtype_torch_name(tpu_arg_value_dtype(cx, arg)), a, b,
+                       rank, r);
   for (int i = 0; i < r; ++i) {
     int j = rank - r + i;
     if (s[i] != 1 && s[i] != dims[j])
-      return invalid("The expanded size of the tensor (%lld) must match the existing size "
-                     "(%lld) at non-singleton dimension %d.  Target sizes: [%s].  Tensor "
-                     "sizes: [%s]", (long long)dims[j], (long long)s[i], j, b, a);
+      return tpu_invalid("The expanded size of the tensor (%lld) must match the existing size "
+                         "(%lld) at non-singleton dimension %d.  Target sizes: [%s].  Tensor "
+                         "sizes: [%s]", (long long)dims[j], (long long)s[i], j, b, a);
   }
   return TPU_OK;
 }
@@ -150,13 +120,13 @@ static tpu_status_t add_scaled(tpu_lower_ctx_t* cx, tpu_val_t prod, tpu_dtype_t 
 
 // bmm(self, mat2) and the checks bmm and baddbmm share.
 static tpu_status_t check_bmm(tpu_lower_ctx_t* cx, int b1, int b2) {
-  if (tpu_arg_rank(cx, b1) != 3) return invalid("batch1 must be a 3D tensor");
-  if (tpu_arg_rank(cx, b2) != 3) return invalid("batch2 must be a 3D tensor");
+  if (tpu_arg_rank(cx, b1) != 3) return tpu_invalid("batch1 must be a 3D tensor");
+  if (tpu_arg_rank(cx, b2) != 3) return tpu_invalid("batch2 must be a 3D tensor");
   const int64_t *a = tpu_arg_sizes(cx, b1), *b = tpu_arg_sizes(cx, b2);
   if (a[0] != b[0] || a[2] != b[1])
-    return invalid("Expected size for first two dimensions of batch2 tensor to be: "
-                   "[%lld, %lld] but got: [%lld, %lld].", (long long)a[0], (long long)a[2],
-                   (long long)b[0], (long long)b[1]);
+    return tpu_invalid("Expected size for first two dimensions of batch2 tensor to be: "
+                       "[%lld, %lld] but got: [%lld, %lld].", (long long)a[0], (long long)a[2],
+                       (long long)b[0], (long long)b[1]);
   return TPU_OK;
 }
 
@@ -164,8 +134,8 @@ tpu_status_t tpu_lower_bmm(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(check_bmm(cx, 0, 1));
   tpu_dtype_t ta = tpu_arg_value_dtype(cx, 0), tb = tpu_arg_value_dtype(cx, 1);
   if (ta != tb)
-    return invalid("expected scalar type %s but found %s", tpu_dtype_torch_name(ta),
-                   tpu_dtype_torch_name(tb));
+    return tpu_invalid("expected scalar type %s but found %s", tpu_dtype_torch_name(ta),
+                       tpu_dtype_torch_name(tb));
   TPU_RETURN_IF_ERROR(not_for_bool(ta, "bmm"));
   tpu_lower_out(cx, 0, tpu_lower_matmul_values(cx, tpu_lower_tensor(cx, 0),
                                                tpu_lower_tensor(cx, 1), 1, ta));
@@ -176,19 +146,19 @@ tpu_status_t tpu_lower_bmm(tpu_lower_ctx_t* cx) {
 tpu_status_t tpu_lower_addmm(tpu_lower_ctx_t* cx) {
   for (int i = 1; i <= 2; ++i)
     if (tpu_arg_rank(cx, i) != 2)
-      return invalid("mat%d must be a matrix, got %d-D tensor", i, tpu_arg_rank(cx, i));
+      return tpu_invalid("mat%d must be a matrix, got %d-D tensor", i, tpu_arg_rank(cx, i));
   const int64_t *a = tpu_arg_sizes(cx, 1), *b = tpu_arg_sizes(cx, 2);
   if (a[1] != b[0])
-    return invalid("mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
-                   (long long)a[0], (long long)a[1], (long long)b[0], (long long)b[1]);
+    return tpu_invalid("mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
+                       (long long)a[0], (long long)a[1], (long long)b[0], (long long)b[1]);
   tpu_dtype_t ts = tpu_arg_value_dtype(cx, 0), t1 = tpu_arg_value_dtype(cx, 1),
               t2 = tpu_arg_value_dtype(cx, 2);
   if (t1 != t2)
-    return invalid("mat1 and mat2 must have the same dtype, but got %s and %s",
-                   tpu_dtype_torch_name(t1), tpu_dtype_torch_name(t2));
+    return tpu_invalid("mat1 and mat2 must have the same dtype, but got %s and %s",
+                       tpu_dtype_torch_name(t1), tpu_dtype_torch_name(t2));
   if (ts != t2)
-    return invalid("self and mat2 must have the same dtype, but got %s and %s",
-                   tpu_dtype_torch_name(ts), tpu_dtype_torch_name(t2));
+    return tpu_invalid("self and mat2 must have the same dtype, but got %s and %s",
+                       tpu_dtype_torch_name(ts), tpu_dtype_torch_name(t2));
   TPU_RETURN_IF_ERROR(not_for_bool(t2, "addmm_impl_cpu_"));
   tpu_val_t p = contract(cx, tpu_lower_tensor(cx, 1), tpu_lower_tensor(cx, 2), 0, 1, 0, t2);
   return add_scaled(cx, p, t2);
@@ -200,8 +170,8 @@ tpu_status_t tpu_lower_baddbmm(tpu_lower_ctx_t* cx) {
   tpu_dtype_t ts = tpu_arg_value_dtype(cx, 0), t1 = tpu_arg_value_dtype(cx, 1),
               t2 = tpu_arg_value_dtype(cx, 2);
   if (ts != t1 || t1 != t2)
-    return invalid("Input dtypes must be the same, got: input %s, batch1: %s, batch2: %s",
-                   cpp_name(ts), cpp_name(t1), cpp_name(t2));
+    return tpu_invalid("Input dtypes must be the same, got: input %s, batch1: %s, batch2: %s",
+                       tpu_dtype_cpp_name(ts), tpu_dtype_cpp_name(t1), tpu_dtype_cpp_name(t2));
   TPU_RETURN_IF_ERROR(not_for_bool(t1, "baddbmm"));
   tpu_val_t p = contract(cx, tpu_lower_tensor(cx, 1), tpu_lower_tensor(cx, 2), 1, 2, 1, t1);
   return add_scaled(cx, p, t1);
@@ -214,23 +184,23 @@ tpu_status_t tpu_lower_addbmm(tpu_lower_ctx_t* cx) {
   // PyTorch sizes the result from batch1.size(1) and batch2.size(2) first.
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(1, tpu_arg_rank(cx, 1), &d));
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(2, tpu_arg_rank(cx, 2), &d));
-  if (tpu_arg_rank(cx, 1) != 3) return invalid("batch1 must be a 3D tensor");
-  if (tpu_arg_rank(cx, 2) != 3) return invalid("batch2 must be a 3D tensor");
+  if (tpu_arg_rank(cx, 1) != 3) return tpu_invalid("batch1 must be a 3D tensor");
+  if (tpu_arg_rank(cx, 2) != 3) return tpu_invalid("batch2 must be a 3D tensor");
   const int64_t *a = tpu_arg_sizes(cx, 1), *b = tpu_arg_sizes(cx, 2);
   if (a[0] != b[0])
-    return invalid("batch1 and batch2 must have same number of batches, got %lld and %lld",
-                   (long long)a[0], (long long)b[0]);
+    return tpu_invalid("batch1 and batch2 must have same number of batches, got %lld and %lld",
+                       (long long)a[0], (long long)b[0]);
   if (a[2] != b[1])
-    return invalid("Incompatible matrix sizes for bmm (%lldx%lld and %lldx%lld)",
-                   (long long)a[1], (long long)a[2], (long long)b[1], (long long)b[2]);
+    return tpu_invalid("Incompatible matrix sizes for bmm (%lldx%lld and %lldx%lld)",
+                       (long long)a[1], (long long)a[2], (long long)b[1], (long long)b[2]);
   tpu_dtype_t ts = tpu_arg_value_dtype(cx, 0), t1 = tpu_arg_value_dtype(cx, 1),
               t2 = tpu_arg_value_dtype(cx, 2);
   if (t1 != t2)
-    return invalid("mat1 and mat2 must have the same dtype, but got %s and %s",
-                   tpu_dtype_torch_name(t1), tpu_dtype_torch_name(t2));
+    return tpu_invalid("mat1 and mat2 must have the same dtype, but got %s and %s",
+                       tpu_dtype_torch_name(t1), tpu_dtype_torch_name(t2));
   if (ts != t2)
-    return invalid("self and mat2 must have the same dtype, but got %s and %s",
-                   tpu_dtype_torch_name(ts), tpu_dtype_torch_name(t2));
+    return tpu_invalid("self and mat2 must have the same dtype, but got %s and %s",
+                       tpu_dtype_torch_name(ts), tpu_dtype_torch_name(t2));
   TPU_RETURN_IF_ERROR(not_for_bool(t1, "addbmm"));
   tpu_dot_dims_t dn;
   memset(&dn, 0, sizeof dn);
@@ -250,16 +220,16 @@ static tpu_status_t check_addmv(tpu_lower_ctx_t* cx, int self_rank, int64_t self
                                 int64_t self_size, tpu_dtype_t self_dtype, int m, int v) {
   int rm = tpu_arg_rank(cx, m), rv = tpu_arg_rank(cx, v);
   if (rm != 2 || rv != 1 || self_rank > 1)
-    return invalid("vector + matrix @ vector expected, got %d, %d, %d", self_rank, rm, rv);
+    return tpu_invalid("vector + matrix @ vector expected, got %d, %d, %d", self_rank, rm, rv);
   const int64_t *a = tpu_arg_sizes(cx, m), *b = tpu_arg_sizes(cx, v);
   if (a[1] != b[0] || (a[0] != self_numel && self_numel != 1))
-    return invalid("size mismatch, got input (%lld), mat (%lldx%lld), vec (%lld)",
-                   (long long)self_size, (long long)a[0], (long long)a[1], (long long)b[0]);
+    return tpu_invalid("size mismatch, got input (%lld), mat (%lldx%lld), vec (%lld)",
+                       (long long)self_size, (long long)a[0], (long long)a[1], (long long)b[0]);
   tpu_dtype_t tm = tpu_arg_value_dtype(cx, m), tv = tpu_arg_value_dtype(cx, v);
   if (self_dtype != tm || tm != tv)
-    return invalid("addmv input tensors must have the same dtype, but got %s, %s, and %s",
-                   tpu_dtype_torch_name(self_dtype), tpu_dtype_torch_name(tm),
-                   tpu_dtype_torch_name(tv));
+    return tpu_invalid("addmv input tensors must have the same dtype, but got %s, %s, and %s",
+                       tpu_dtype_torch_name(self_dtype), tpu_dtype_torch_name(tm),
+                       tpu_dtype_torch_name(tv));
   return not_for_bool(tm, "addmv_impl_cpu");
 }
 
@@ -288,16 +258,16 @@ tpu_status_t tpu_lower_addmv(tpu_lower_ctx_t* cx) {
 static tpu_status_t dot_impl(tpu_lower_ctx_t* cx, const char* name, bool conj) {
   int ra = tpu_arg_rank(cx, 0), rb = tpu_arg_rank(cx, 1);
   if (ra != 1 || rb != 1)
-    return invalid("1D tensors expected, but got %dD and %dD tensors", ra, rb);
+    return tpu_invalid("1D tensors expected, but got %dD and %dD tensors", ra, rb);
   tpu_dtype_t ta = tpu_arg_value_dtype(cx, 0), tb = tpu_arg_value_dtype(cx, 1);
   if (ta != tb)
-    return invalid("%s : expected both vectors to have same dtype, but found %s and %s", name,
-                   tpu_dtype_torch_name(ta), tpu_dtype_torch_name(tb));
+    return tpu_invalid("%s : expected both vectors to have same dtype, but found %s and %s", name,
+                       tpu_dtype_torch_name(ta), tpu_dtype_torch_name(tb));
   int64_t na = tpu_arg_sizes(cx, 0)[0], nb = tpu_arg_sizes(cx, 1)[0];
   if (na != nb)
-    return invalid("inconsistent tensor size, expected tensor [%lld] and src [%lld] to have "
-                   "the same number of elements, but got %lld and %lld elements "
-                   "respectively", (long long)na, (long long)nb, (long long)na, (long long)nb);
+    return tpu_invalid("inconsistent tensor size, expected tensor [%lld] and src [%lld] to have "
+                       "the same number of elements, but got %lld and %lld elements "
+                       "respectively", (long long)na, (long long)nb, (long long)na, (long long)nb);
   TPU_RETURN_IF_ERROR(not_for_bool(ta, name));
   tpu_graph_t* g = cx->g;
   tpu_val_t a = tpu_lower_tensor(cx, 0);
@@ -317,20 +287,20 @@ tpu_status_t tpu_lower_vdot(tpu_lower_ctx_t* cx) { return dot_impl(cx, "vdot", t
 tpu_status_t tpu_lower_addr(tpu_lower_ctx_t* cx) {
   for (int i = 1; i <= 2; ++i)
     if (tpu_arg_rank(cx, i) != 1)
-      return invalid("addr: Expected 1-D argument vec%d, but got %d-D", i, tpu_arg_rank(cx, i));
+      return tpu_invalid("addr: Expected 1-D argument vec%d, but got %d-D", i, tpu_arg_rank(cx, i));
   int all[3] = {0, 1, 2};
   tpu_dtype_t t = tpu_lower_result_type(cx, all, 3);
-  if (t == TPU_DTYPE_INVALID) return invalid("addr: cannot promote the argument dtypes");
+  if (t == TPU_DTYPE_INVALID) return tpu_invalid("addr: cannot promote the argument dtypes");
   for (int i = 3; i <= 4; ++i) {
     const tpu_arg_t* s = tpu_arg(cx, i);
     if (s->kind != TPU_ARG_SCALAR) continue;
     tpu_dtype_kind_t k = tpu_dtype_kind(s->scalar.dtype);
     const char* name = i == 3 ? "beta" : "alpha";
     if (tpu_dtype_is_integral(t, true) && (k == TPU_KIND_FLOAT || k == TPU_KIND_COMPLEX))
-      return invalid("For integral input tensors, argument %s must not be a floating point "
-                     "number.", name);
+      return tpu_invalid("For integral input tensors, argument %s must not be a floating point "
+                         "number.", name);
     if (t != TPU_BOOL && k == TPU_KIND_BOOL)
-      return invalid("Boolean %s only supported for Boolean results.", name);
+      return tpu_invalid("Boolean %s only supported for Boolean results.", name);
   }
   tpu_graph_t* g = cx->g;
   tpu_dtype_t compute = tpu_opmath(t);

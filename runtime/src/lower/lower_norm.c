@@ -18,28 +18,6 @@
 
 #include "lower/lower.h"
 
-static tpu_status_t invalid(const char* fmt, ...) TPU_PRINTF(1, 2);
-static tpu_status_t invalid(const char* fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "%s", msg);
-}
-
-static void sizes_str(const int64_t* d, int rank, char* out, size_t size) {
-  size_t n = 0;
-  out[0] = 0;
-  for (int i = 0; i < rank && n < size; ++i)
-    n += (size_t)snprintf(out + n, size - n, "%s%lld", i ? ", " : "", (long long)d[i]);
-}
-
-static bool mask_bit(const tpu_lower_ctx_t* cx, int i, int j) {
-  const tpu_arg_t* a = tpu_arg(cx, i);
-  return a->kind == TPU_ARG_BOOLS && j < a->count ? a->bools[j] : true;
-}
-
 static bool is_half(tpu_dtype_t t) { return t == TPU_F16 || t == TPU_BF16; }
 
 // The dtype of saved statistics: float for a half-precision input with a
@@ -126,10 +104,10 @@ static tpu_status_t check_layer_norm(tpu_lower_ctx_t* cx, int x, int ns, const i
   int rank = tpu_arg_rank(cx, x);
   const int64_t* xs = tpu_arg_sizes(cx, x);
   char a[128], b[128];
-  sizes_str(shape, nn, a, sizeof a);
+  tpu_dims_str(shape, nn, ", ", a, sizeof a);
   if (nn < 1)
-    return invalid("Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
-                   "least one element, but got normalized_shape = [%s]", a);
+    return tpu_invalid("Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
+                       "least one element, but got normalized_shape = [%s]", a);
   static const char* const names[2] = {"weight", "bias"};
   for (int k = 0; k < np; ++k) {
     if (!tpu_arg_is_tensor(cx, params[k])) continue;
@@ -138,9 +116,9 @@ static tpu_status_t check_layer_norm(tpu_lower_ctx_t* cx, int x, int ns, const i
     bool same = r == nn;
     for (int i = 0; same && i < nn; ++i) same = ps[i] == shape[i];
     if (!same) {
-      sizes_str(ps, r, b, sizeof b);
-      return invalid("Expected %s to be of same shape as normalized_shape, but got %s of shape "
-                     "[%s] and normalized_shape = [%s]", names[k], names[k], b, a);
+      tpu_dims_str(ps, r, ", ", b, sizeof b);
+      return tpu_invalid("Expected %s to be of same shape as normalized_shape, but got %s of shape "
+                         "[%s] and normalized_shape = [%s]", names[k], names[k], b, a);
     }
   }
   bool ok = rank >= nn;
@@ -151,9 +129,9 @@ static tpu_status_t check_layer_norm(tpu_lower_ctx_t* cx, int x, int ns, const i
     for (int i = 0; i < nn && m < sizeof s; ++i)
       m += (size_t)snprintf(s + m, sizeof s - m, ", %lld", (long long)shape[i]);
     if (m < sizeof s) snprintf(s + m, sizeof s - m, "]");
-    sizes_str(xs, rank, b, sizeof b);
-    return invalid("Given normalized_shape=[%s], expected input with shape %s, but got input of "
-                   "size[%s]", a, s, b);
+    tpu_dims_str(xs, rank, ", ", b, sizeof b);
+    return tpu_invalid("Given normalized_shape=[%s], expected input with shape %s, but got input of "
+                       "size[%s]", a, s, b);
   }
   *axis = rank - nn;
   return TPU_OK;
@@ -248,14 +226,14 @@ tpu_status_t tpu_lower_layer_norm_backward(tpu_lower_ctx_t* cx) {
   tpu_val_t xhat = mul(g, sub(g, x, expand_as(g, mean, x, bd)), rstd_b);
   bool has_w = tpu_arg_is_tensor(cx, 5);
   tpu_val_t gi = TPU_VAL_NONE, gw = TPU_VAL_NONE, gb = TPU_VAL_NONE;
-  if (mask_bit(cx, 7, 0)) {
+  if (tpu_arg_mask_bit(cx, 7, 0)) {
     tpu_val_t gy = has_w ? mul(g, dy, inner_param(cx, 5, x, axis, acc)) : dy;
     gi = tpu_ir_convert(g, norm_input_grad(g, gy, xhat, rstd_b, rd, nrd, bd, count, true), t);
   }
   tpu_dtype_t pt = has_w ? tpu_arg_value_dtype(cx, 5)
                          : tpu_arg_is_tensor(cx, 6) ? tpu_arg_value_dtype(cx, 6) : t;
-  if (mask_bit(cx, 7, 1)) gw = tpu_ir_convert(g, outer_sum(g, mul(g, dy, xhat), axis), pt);
-  if (mask_bit(cx, 7, 2)) {
+  if (tpu_arg_mask_bit(cx, 7, 1)) gw = tpu_ir_convert(g, outer_sum(g, mul(g, dy, xhat), axis), pt);
+  if (tpu_arg_mask_bit(cx, 7, 2)) {
     tpu_dtype_t bt = tpu_arg_is_tensor(cx, 6) ? tpu_arg_value_dtype(cx, 6) : pt;
     gb = tpu_ir_convert(g, outer_sum(g, dy, axis), bt);
   }
@@ -329,11 +307,11 @@ tpu_status_t tpu_lower_rms_norm_backward(tpu_lower_ctx_t* cx) {
   tpu_val_t xhat = mul(g, x, rstd_b);
   bool has_w = tpu_arg_is_tensor(cx, 4);
   tpu_val_t gi = TPU_VAL_NONE, gw = TPU_VAL_NONE;
-  if (mask_bit(cx, 5, 0)) {
+  if (tpu_arg_mask_bit(cx, 5, 0)) {
     tpu_val_t gy = has_w ? mul(g, dy, inner_param(cx, 4, x, axis, acc)) : dy;
     gi = tpu_ir_convert(g, norm_input_grad(g, gy, xhat, rstd_b, rd, nrd, bd, count, false), t);
   }
-  if (mask_bit(cx, 5, 1) && has_w)
+  if (tpu_arg_mask_bit(cx, 5, 1) && has_w)
     gw = tpu_ir_convert(g, outer_sum(g, mul(g, dy, xhat), axis), tpu_arg_value_dtype(cx, 4));
   tpu_lower_out(cx, 0, gi);
   tpu_lower_out(cx, 1, gw);
@@ -376,8 +354,8 @@ static tpu_status_t bn_check_params(const tpu_lower_ctx_t* cx, const int* args, 
     int64_t numel = 1;
     for (int k = 0; k < r; ++k) numel *= s[k];
     if (numel != channels)
-      return invalid("%s should contain %lld elements not %lld", names[i], (long long)channels,
-                     (long long)numel);
+      return tpu_invalid("%s should contain %lld elements not %lld", names[i], (long long)channels,
+                         (long long)numel);
   }
   return TPU_OK;
 }
@@ -403,7 +381,7 @@ static tpu_status_t batch_norm(tpu_lower_ctx_t* cx, int rm, int rv, bool trainin
   TPU_RETURN_IF_ERROR(bn_check_params(cx, pargs, rm >= 0 ? 4 : 2, pnames, b.channels));
   bool has_rm = rm >= 0 && tpu_arg_is_tensor(cx, rm), has_rv = rv >= 0 && tpu_arg_is_tensor(cx, rv);
   if (!training && !(has_rm && has_rv))
-    return invalid("running_mean and running_var must be defined in evaluation mode");
+    return tpu_invalid("running_mean and running_var must be defined in evaluation mode");
   tpu_graph_t* g = cx->g;
   TPU_RETURN_IF_ERROR(check_float(cx, 0, "batch_norm"));
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0), acc = tpu_opmath(t);
@@ -503,8 +481,8 @@ tpu_status_t tpu_lower_batch_norm_backward(tpu_lower_ctx_t* cx) {
   bool train = tpu_arg_bool(cx, 7, false);
   int ma = train ? 5 : 3, sa = train ? 6 : 4;
   if (!tpu_arg_is_tensor(cx, ma) || !tpu_arg_is_tensor(cx, sa))
-    return invalid(train ? "save_mean and save_invstd must be defined in training mode"
-                         : "running_mean and running_var must be defined in evaluation mode");
+    return tpu_invalid(train ? "save_mean and save_invstd must be defined in training mode"
+                             : "running_mean and running_var must be defined in evaluation mode");
   int pargs[3] = {2, ma, sa};
   static const char* const tnames[3] = {"weight", "save_mean", "save_invstd"};
   static const char* const enames[3] = {"weight", "running_mean", "running_var"};
@@ -520,15 +498,15 @@ tpu_status_t tpu_lower_batch_norm_backward(tpu_lower_ctx_t* cx) {
   tpu_val_t xhat = mul(g, sub(g, x, expand_as(g, mean, x, &one)), inv_b);
   bool has_w = tpu_arg_is_tensor(cx, 2);
   tpu_val_t gi = TPU_VAL_NONE, gw = TPU_VAL_NONE, gb = TPU_VAL_NONE;
-  if (mask_bit(cx, 9, 0)) {
+  if (tpu_arg_mask_bit(cx, 9, 0)) {
     tpu_val_t gy = has_w ? mul(g, dy, channel_param(cx, 2, b.channels, x, acc)) : dy;
     gi = train ? norm_input_grad(g, gy, xhat, inv_b, b.rd, b.nrd, &one, b.count, true)
                : mul(g, gy, inv_b);
     gi = tpu_ir_convert(g, gi, t);
   }
   tpu_dtype_t pt = has_w ? tpu_arg_value_dtype(cx, 2) : t;
-  if (mask_bit(cx, 9, 1)) gw = tpu_ir_convert(g, sum_dims(g, mul(g, dy, xhat), b.rd, b.nrd), pt);
-  if (mask_bit(cx, 9, 2)) gb = tpu_ir_convert(g, sum_dims(g, dy, b.rd, b.nrd), pt);
+  if (tpu_arg_mask_bit(cx, 9, 1)) gw = tpu_ir_convert(g, sum_dims(g, mul(g, dy, xhat), b.rd, b.nrd), pt);
+  if (tpu_arg_mask_bit(cx, 9, 2)) gb = tpu_ir_convert(g, sum_dims(g, dy, b.rd, b.nrd), pt);
   tpu_lower_out(cx, 0, gi);
   tpu_lower_out(cx, 1, gw);
   tpu_lower_out(cx, 2, gb);
@@ -549,12 +527,12 @@ static tpu_status_t group_setup(const tpu_lower_ctx_t* cx, int x, int first, int
   int64_t numel = 1;
   for (int i = 0; i < rank; ++i) numel *= xs[i];
   if (*groups <= 0 || *c % *groups != 0)
-    return invalid("Expected number of channels in input to be divisible by num_groups, but "
-                   "got input of shape [%lld, ...] and num_groups=%lld", (long long)*c,
-                   (long long)*groups);
+    return tpu_invalid("Expected number of channels in input to be divisible by num_groups, but "
+                       "got input of shape [%lld, ...] and num_groups=%lld", (long long)*c,
+                       (long long)*groups);
   if (numel != *n * *c * *hw)
-    return invalid("Expected the input to have %lld elements, but got %lld",
-                   (long long)(*n * *c * *hw), (long long)numel);
+    return tpu_invalid("Expected the input to have %lld elements, but got %lld",
+                       (long long)(*n * *c * *hw), (long long)numel);
   return TPU_OK;
 }
 
@@ -579,11 +557,11 @@ tpu_status_t tpu_lower_group_norm(tpu_lower_ctx_t* cx) {
     int r = tpu_arg_rank(cx, k);
     if (r != 1 || tpu_arg_sizes(cx, k)[0] != c) {
       char a[128], b[128];
-      sizes_str(tpu_arg_sizes(cx, k), r, a, sizeof a);
-      sizes_str(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0), b, sizeof b);
-      return invalid("Expected %s to be a vector of size equal to the number of channels in "
-                     "input, but got %s of shape [%s] and input of shape [%s]", names[k - 1],
-                     names[k - 1], a, b);
+      tpu_dims_str(tpu_arg_sizes(cx, k), r, ", ", a, sizeof a);
+      tpu_dims_str(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0), ", ", b, sizeof b);
+      return tpu_invalid("Expected %s to be a vector of size equal to the number of channels in "
+                         "input, but got %s of shape [%s] and input of shape [%s]", names[k - 1],
+                         names[k - 1], a, b);
     }
   }
   tpu_graph_t* g = cx->g;
@@ -625,7 +603,7 @@ tpu_status_t tpu_lower_group_norm_backward(tpu_lower_ctx_t* cx) {
   tpu_val_t xhat_c = tpu_ir_reshape(g, xhat, cd, 3);  // [N, C, HxW]
   bool has_w = tpu_arg_is_tensor(cx, 4);
   tpu_val_t gi = TPU_VAL_NONE, gw = TPU_VAL_NONE, gb = TPU_VAL_NONE;
-  if (mask_bit(cx, 9, 0)) {
+  if (tpu_arg_mask_bit(cx, 9, 0)) {
     tpu_val_t gy = has_w ? mul(g, dy, group_param(cx, 4, c, dy, acc)) : dy;
     gy = tpu_ir_reshape(g, gy, gd, 3);
     gi = norm_input_grad(g, gy, xhat, rstd_b, &rd, 1, bd, count, true);
@@ -633,8 +611,8 @@ tpu_status_t tpu_lower_group_norm_backward(tpu_lower_ctx_t* cx) {
     gi = tpu_ir_convert(g, gi, t);
   }
   tpu_dtype_t pt = has_w ? tpu_arg_value_dtype(cx, 4) : t;
-  if (mask_bit(cx, 9, 1)) gw = tpu_ir_convert(g, sum_dims(g, mul(g, dy, xhat_c), nh, 2), pt);
-  if (mask_bit(cx, 9, 2)) gb = tpu_ir_convert(g, sum_dims(g, dy, nh, 2), pt);
+  if (tpu_arg_mask_bit(cx, 9, 1)) gw = tpu_ir_convert(g, sum_dims(g, mul(g, dy, xhat_c), nh, 2), pt);
+  if (tpu_arg_mask_bit(cx, 9, 2)) gb = tpu_ir_convert(g, sum_dims(g, dy, nh, 2), pt);
   tpu_lower_out(cx, 0, gi);
   tpu_lower_out(cx, 1, gw);
   tpu_lower_out(cx, 2, gb);

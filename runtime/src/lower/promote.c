@@ -108,3 +108,19 @@ const char* tpu_dtype_torch_name(tpu_dtype_t t) {
       [TPU_F8E4M3FN] = "Float8_e4m3fn"};
   return t >= 0 && t < TPU_DTYPE_COUNT ? names[t] : "Undefined";
 }
+
+const char* tpu_dtype_cpp_name(tpu_dtype_t t) {
+  switch (t) {
+    case TPU_F32: return "float";
+    case TPU_F64: return "double";
+    case TPU_F16: return "c10::Half";
+    case TPU_BF16: return "c10::BFloat16";
+    case TPU_I64: return "long int";
+    case TPU_I32: return "int";
+    case TPU_I16: return "short int";
+    case TPU_I8: return "signed char";
+    case TPU_U8: return "unsigned char";
+    case TPU_BOOL: return "bool";
+    default: return tpu_dtype_torch_name(t);
+  }
+}
