@@ -154,6 +154,32 @@ static tpu_val_t inner_param(tpu_lower_ctx_t* cx, int arg, tpu_val_t like, int a
   return expand_as(g, tpu_lower_input(cx, arg, acc), like, bd);
 }
 
+// How a layer/RMS norm splits its input at `axis`: the normalized (inner)
+// dims it reduces over, the outer dims its statistics keep, and the count
+// of elements each statistic covers.
+typedef struct norm_split {
+  int nrd;                    // number of normalized dims
+  int64_t rd[TPU_MAX_RANK];   // the normalized dims: axis..rank-1
+  int64_t bd[TPU_MAX_RANK];   // the outer dims: 0..axis-1
+  int64_t odims[TPU_MAX_RANK];  // the outer sizes
+  double count;
+} norm_split_t;
+
+static void norm_split(const tpu_lower_ctx_t* cx, int x, int axis, norm_split_t* n) {
+  int rank = tpu_arg_rank(cx, x);
+  const int64_t* xs = tpu_arg_sizes(cx, x);
+  n->nrd = rank - axis;
+  n->count = 1;
+  for (int i = 0; i < n->nrd; ++i) {
+    n->rd[i] = axis + i;
+    n->count *= (double)xs[axis + i];
+  }
+  for (int i = 0; i < axis; ++i) {
+    n->bd[i] = i;
+    n->odims[i] = xs[i];
+  }
+}
+
 // native_layer_norm(input, normalized_shape, weight?, bias?, eps)
 //   -> (out, mean, rstd)
 tpu_status_t tpu_lower_layer_norm(tpu_lower_ctx_t* cx) {
@@ -164,21 +190,15 @@ tpu_status_t tpu_lower_layer_norm(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0), acc = tpu_opmath(t);
   tpu_dtype_t st = stat_dtype(cx, 0, params, 2);
   int rank = tpu_arg_rank(cx, 0);
-  const int64_t* xs = tpu_arg_sizes(cx, 0);
-  int64_t rd[TPU_MAX_RANK], bd[TPU_MAX_RANK], sdims[TPU_MAX_RANK];
-  int nrd = rank - axis;
-  double count = 1;
-  for (int i = 0; i < nrd; ++i) {
-    rd[i] = axis + i;
-    count *= (double)xs[axis + i];
-  }
-  for (int i = 0; i < axis; ++i) bd[i] = i;
+  norm_split_t n;
+  norm_split(cx, 0, axis, &n);
+  int64_t sdims[TPU_MAX_RANK];
   tpu_val_t x = tpu_lower_input(cx, 0, acc);
-  tpu_val_t mean = scale(g, sum_dims(g, x, rd, nrd), count);
-  tpu_val_t xc = sub(g, x, expand_as(g, mean, x, bd));
-  tpu_val_t var = scale(g, sum_dims(g, mul(g, xc, xc), rd, nrd), count);
+  tpu_val_t mean = scale(g, sum_dims(g, x, n.rd, n.nrd), n.count);
+  tpu_val_t xc = sub(g, x, expand_as(g, mean, x, n.bd));
+  tpu_val_t var = scale(g, sum_dims(g, mul(g, xc, xc), n.rd, n.nrd), n.count);
   tpu_val_t rstd = rstd_of(cx, var, 4);
-  tpu_val_t y = mul(g, xc, expand_as(g, rstd, x, bd));
+  tpu_val_t y = mul(g, xc, expand_as(g, rstd, x, n.bd));
   if (tpu_arg_is_tensor(cx, 2)) y = mul(g, y, inner_param(cx, 2, x, axis, acc));
   if (tpu_arg_is_tensor(cx, 3)) y = add(g, y, inner_param(cx, 3, x, axis, acc));
   stat_shape(cx, 0, axis, sdims);
@@ -204,31 +224,20 @@ tpu_status_t tpu_lower_layer_norm_backward(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(check_float(cx, 1, "LayerNormBackwardKernelImpl"));
   tpu_graph_t* g = cx->g;
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 1), acc = tpu_opmath(t);
-  int rank = tpu_arg_rank(cx, 1);
-  const int64_t* xs = tpu_arg_sizes(cx, 1);
-  int64_t rd[TPU_MAX_RANK], bd[TPU_MAX_RANK], odims[TPU_MAX_RANK];
-  int nrd = rank - axis;
-  double count = 1;
-  for (int i = 0; i < nrd; ++i) {
-    rd[i] = axis + i;
-    count *= (double)xs[axis + i];
-  }
-  for (int i = 0; i < axis; ++i) {
-    bd[i] = i;
-    odims[i] = xs[i];
-  }
+  norm_split_t n;
+  norm_split(cx, 1, axis, &n);
   tpu_val_t x = tpu_lower_input(cx, 1, acc), dy = tpu_lower_input(cx, 0, acc);
   // mean and rstd arrive with the statistics' shape (or any shape of as
   // many elements); flatten them to the outer dims.
-  tpu_val_t mean = tpu_ir_reshape(g, tpu_lower_input(cx, 3, acc), odims, axis);
-  tpu_val_t rstd = tpu_ir_reshape(g, tpu_lower_input(cx, 4, acc), odims, axis);
-  tpu_val_t rstd_b = expand_as(g, rstd, x, bd);
-  tpu_val_t xhat = mul(g, sub(g, x, expand_as(g, mean, x, bd)), rstd_b);
+  tpu_val_t mean = tpu_ir_reshape(g, tpu_lower_input(cx, 3, acc), n.odims, axis);
+  tpu_val_t rstd = tpu_ir_reshape(g, tpu_lower_input(cx, 4, acc), n.odims, axis);
+  tpu_val_t rstd_b = expand_as(g, rstd, x, n.bd);
+  tpu_val_t xhat = mul(g, sub(g, x, expand_as(g, mean, x, n.bd)), rstd_b);
   bool has_w = tpu_arg_is_tensor(cx, 5);
   tpu_val_t gi = TPU_VAL_NONE, gw = TPU_VAL_NONE, gb = TPU_VAL_NONE;
   if (tpu_arg_mask_bit(cx, 7, 0)) {
     tpu_val_t gy = has_w ? mul(g, dy, inner_param(cx, 5, x, axis, acc)) : dy;
-    gi = tpu_ir_convert(g, norm_input_grad(g, gy, xhat, rstd_b, rd, nrd, bd, count, true), t);
+    gi = tpu_ir_convert(g, norm_input_grad(g, gy, xhat, rstd_b, n.rd, n.nrd, n.bd, n.count, true), t);
   }
   tpu_dtype_t pt = has_w ? tpu_arg_value_dtype(cx, 5)
                          : tpu_arg_is_tensor(cx, 6) ? tpu_arg_value_dtype(cx, 6) : t;
@@ -253,17 +262,11 @@ tpu_status_t tpu_lower_rms_norm(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(check_float(cx, 0, "rms_norm"));
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0), acc = tpu_opmath(t);
   int rank = tpu_arg_rank(cx, 0);
-  const int64_t* xs = tpu_arg_sizes(cx, 0);
-  int64_t rd[TPU_MAX_RANK], bd[TPU_MAX_RANK], sdims[TPU_MAX_RANK];
-  int nrd = rank - axis;
-  double count = 1;
-  for (int i = 0; i < nrd; ++i) {
-    rd[i] = axis + i;
-    count *= (double)xs[axis + i];
-  }
-  for (int i = 0; i < axis; ++i) bd[i] = i;
+  norm_split_t n;
+  norm_split(cx, 0, axis, &n);
+  int64_t sdims[TPU_MAX_RANK];
   tpu_val_t x = tpu_lower_input(cx, 0, acc);
-  tpu_val_t ms = scale(g, sum_dims(g, mul(g, x, x), rd, nrd), count);
+  tpu_val_t ms = scale(g, sum_dims(g, mul(g, x, x), n.rd, n.nrd), n.count);
   tpu_val_t rstd;
   if (tpu_arg_present(cx, 3)) {
     rstd = rstd_of(cx, ms, 3);
@@ -272,7 +275,7 @@ tpu_status_t tpu_lower_rms_norm(tpu_lower_ctx_t* cx) {
     tpu_val_t e = tpu_lower_number(cx, eps, acc);
     rstd = tpu_ir_unary(g, TPU_IR_RSQRT, add(g, ms, splat(g, e, ms)));
   }
-  tpu_val_t y = mul(g, x, expand_as(g, rstd, x, bd));
+  tpu_val_t y = mul(g, x, expand_as(g, rstd, x, n.bd));
   if (tpu_arg_is_tensor(cx, 2)) y = mul(g, y, inner_param(cx, 2, x, axis, acc));
   stat_shape(cx, 0, axis, sdims);
   tpu_lower_out(cx, 0, tpu_ir_convert(g, y, t));
@@ -288,28 +291,17 @@ tpu_status_t tpu_lower_rms_norm_backward(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(check_float(cx, 1, "rms_norm_backward"));
   tpu_graph_t* g = cx->g;
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 1), acc = tpu_opmath(t);
-  int rank = tpu_arg_rank(cx, 1);
-  const int64_t* xs = tpu_arg_sizes(cx, 1);
-  int64_t rd[TPU_MAX_RANK], bd[TPU_MAX_RANK], odims[TPU_MAX_RANK];
-  int nrd = rank - axis;
-  double count = 1;
-  for (int i = 0; i < nrd; ++i) {
-    rd[i] = axis + i;
-    count *= (double)xs[axis + i];
-  }
-  for (int i = 0; i < axis; ++i) {
-    bd[i] = i;
-    odims[i] = xs[i];
-  }
+  norm_split_t n;
+  norm_split(cx, 1, axis, &n);
   tpu_val_t x = tpu_lower_input(cx, 1, acc), dy = tpu_lower_input(cx, 0, acc);
-  tpu_val_t rstd = tpu_ir_reshape(g, tpu_lower_input(cx, 3, acc), odims, axis);
-  tpu_val_t rstd_b = expand_as(g, rstd, x, bd);
+  tpu_val_t rstd = tpu_ir_reshape(g, tpu_lower_input(cx, 3, acc), n.odims, axis);
+  tpu_val_t rstd_b = expand_as(g, rstd, x, n.bd);
   tpu_val_t xhat = mul(g, x, rstd_b);
   bool has_w = tpu_arg_is_tensor(cx, 4);
   tpu_val_t gi = TPU_VAL_NONE, gw = TPU_VAL_NONE;
   if (tpu_arg_mask_bit(cx, 5, 0)) {
     tpu_val_t gy = has_w ? mul(g, dy, inner_param(cx, 4, x, axis, acc)) : dy;
-    gi = tpu_ir_convert(g, norm_input_grad(g, gy, xhat, rstd_b, rd, nrd, bd, count, false), t);
+    gi = tpu_ir_convert(g, norm_input_grad(g, gy, xhat, rstd_b, n.rd, n.nrd, n.bd, n.count, false), t);
   }
   if (tpu_arg_mask_bit(cx, 5, 1) && has_w)
     gw = tpu_ir_convert(g, outer_sum(g, mul(g, dy, xhat), axis), tpu_arg_value_dtype(cx, 4));
