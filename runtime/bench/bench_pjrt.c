@@ -81,7 +81,7 @@ int main(void) {
     double t0 = now();
     for (int i = 0; i < N; ++i) {
       tpu_buffer_t* out;
-      check(tpu_executable_execute(e, 0, args, 2, &out, 1, NULL), "execute");
+      check(tpu_executable_execute(e, 0, args, 2, NULL, 0, &out, 1, NULL), "execute");
       tpu_buffer_release(out);
     }
     t[r] = (now() - t0) / N * 1e6;
@@ -91,7 +91,7 @@ int main(void) {
     double t0 = now();
     for (int i = 0; i < N; ++i) {
       tpu_buffer_t* out;
-      check(tpu_executable_execute(e, 0, args, 2, &out, 1, NULL), "execute");
+      check(tpu_executable_execute(e, 0, args, 2, NULL, 0, &out, 1, NULL), "execute");
       check(tpu_buffer_await(out), "await");
       tpu_buffer_release(out);
     }

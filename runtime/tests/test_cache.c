@@ -24,7 +24,7 @@ static void run_square(tpu_client_t* c, tpu_executable_t* e) {
   int64_t d = 4;
   tpu_buffer_t *b, *r;
   CHECK_OK(tpu_buffer_from_host(c, 0, TPU_F32, &d, 1, in, NULL, &b));
-  CHECK_OK(tpu_executable_execute(e, 0, &b, 1, &r, 1, NULL));
+  CHECK_OK(tpu_executable_execute(e, 0, &b, 1, NULL, 0, &r, 1, NULL));
   CHECK_OK(tpu_buffer_to_host(r, out, sizeof out));
   for (int i = 0; i < 4; ++i) CHECK(out[i] == in[i] * in[i]);
   tpu_buffer_release(b);

@@ -32,7 +32,7 @@ static void run_graph(tpu_client_t* c, tpu_graph_t* g, tpu_val_t* outs, int nout
     CHECK_OK(tpu_buffer_from_host(c, 0, t->dtype, t->dims, t->rank, inputs[i], NULL, &args[i]));
   }
   tpu_buffer_t* out[8];
-  CHECK_OK(tpu_executable_execute(e, 0, args, np, out, nouts, NULL));
+  CHECK_OK(tpu_executable_execute(e, 0, args, np, NULL, 0, out, nouts, NULL));
   for (int i = 0; i < nouts; ++i) {
     CHECK_OK(tpu_buffer_to_host(out[i], results[i], result_sizes[i]));
     tpu_buffer_release(out[i]);

@@ -92,7 +92,7 @@ void test_compile_and_run_add(void) {
     CHECK_OK(tpu_buffer_from_host(c, dev, TPU_F32, dims, 2, a, NULL, &ba));
     CHECK_OK(tpu_buffer_from_host(c, dev, TPU_F32, dims, 2, b, NULL, &bb));
     tpu_buffer_t* args[2] = {ba, bb};
-    CHECK_OK(tpu_executable_execute(e, dev, args, 2, &out, 1, NULL));
+    CHECK_OK(tpu_executable_execute(e, dev, args, 2, NULL, 0, &out, 1, NULL));
     CHECK(tpu_buffer_device(out) == dev);
     CHECK_OK(tpu_buffer_to_host(out, r, sizeof r));
     for (int i = 0; i < 6; ++i) CHECK(r[i] == a[i] + b[i]);
@@ -128,14 +128,14 @@ void test_execute_errors(void) {
   CHECK_OK(tpu_buffer_from_host(c, 0, TPU_I32, dims, 2, a, NULL, &i));
   CHECK_OK(tpu_buffer_from_host(c, 0, TPU_F32, dims_wrong, 2, a, NULL, &w));
   tpu_buffer_t* one[1] = {f};
-  CHECK_ERROR(tpu_executable_execute(e, 0, one, 1, &out, 1, NULL), TPU_CODE_INVALID_ARGUMENT, "takes 2 arguments");
+  CHECK_ERROR(tpu_executable_execute(e, 0, one, 1, NULL, 0, &out, 1, NULL), TPU_CODE_INVALID_ARGUMENT, "takes 2 arguments");
   tpu_buffer_t* mixed[2] = {f, i};
-  CHECK_ERROR(tpu_executable_execute(e, 0, mixed, 2, &out, 1, NULL), TPU_CODE_INVALID_ARGUMENT, "dtype I32");
+  CHECK_ERROR(tpu_executable_execute(e, 0, mixed, 2, NULL, 0, &out, 1, NULL), TPU_CODE_INVALID_ARGUMENT, "dtype I32");
   tpu_buffer_t* shaped[2] = {f, w};
-  CHECK_ERROR(tpu_executable_execute(e, 0, shaped, 2, &out, 1, NULL), TPU_CODE_INVALID_ARGUMENT, "argument 1");
+  CHECK_ERROR(tpu_executable_execute(e, 0, shaped, 2, NULL, 0, &out, 1, NULL), TPU_CODE_INVALID_ARGUMENT, "argument 1");
   CHECK(out == NULL);
   tpu_buffer_t* ok[2] = {f, f};
-  CHECK_OK(tpu_executable_execute(e, 0, ok, 2, &out, 1, NULL));  // still usable
+  CHECK_OK(tpu_executable_execute(e, 0, ok, 2, NULL, 0, &out, 1, NULL));  // still usable
   tpu_buffer_release(out);
   tpu_buffer_release(f);
   tpu_buffer_release(i);
@@ -154,5 +154,40 @@ void test_transfer_too_small(void) {
   tpu_buffer_t* none = NULL;
   CHECK_ERROR(tpu_buffer_from_host(c, 5, TPU_F32, dims, 1, a, NULL, &none), TPU_CODE_INVALID_ARGUMENT, "device 5");
   tpu_buffer_release(b);
+  tpu_client_release(c);
+}
+
+// A program whose argument 0 aliases its result: executing it donates the
+// argument (it becomes unreadable) unless the call keeps it.
+void test_donation_and_keep(void) {
+  tpu_client_t* c = test_client(1);
+  const char* inc =
+      "module @inc {\n"
+      "  func.func public @main(%a: tensor<4xf32> {tf.aliasing_output = 0 : i32}) -> tensor<4xf32> {\n"
+      "    %one = stablehlo.constant dense<1.0> : tensor<4xf32>\n"
+      "    %0 = stablehlo.add %a, %one : tensor<4xf32>\n"
+      "    return %0 : tensor<4xf32>\n"
+      "  }\n"
+      "}\n";
+  tpu_executable_t* e = test_compile(c, inc);
+  float host[4] = {1, 2, 3, 4}, r[4];
+  int64_t dims[1] = {4}, keep[1] = {0};
+  tpu_buffer_t *a, *out;
+  CHECK_OK(tpu_buffer_from_host(c, 0, TPU_F32, dims, 1, host, NULL, &a));
+  CHECK_OK(tpu_executable_execute(e, 0, &a, 1, keep, 1, &out, 1, NULL));
+  CHECK_OK(tpu_buffer_to_host(a, r, sizeof r));  // kept: still readable
+  for (int i = 0; i < 4; ++i) CHECK(r[i] == host[i]);
+  CHECK_OK(tpu_buffer_to_host(out, r, sizeof r));
+  for (int i = 0; i < 4; ++i) CHECK(r[i] == host[i] + 1);
+  tpu_buffer_release(out);
+  CHECK_OK(tpu_executable_execute(e, 0, &a, 1, NULL, 0, &out, 1, NULL));
+  tpu_status_t s = tpu_buffer_to_host(a, r, sizeof r);  // donated: gone
+  CHECK(s != NULL);
+  tpu_status_free(s);
+  CHECK_OK(tpu_buffer_to_host(out, r, sizeof r));
+  for (int i = 0; i < 4; ++i) CHECK(r[i] == host[i] + 1);
+  tpu_buffer_release(out);
+  tpu_buffer_release(a);
+  tpu_executable_release(e);
   tpu_client_release(c);
 }

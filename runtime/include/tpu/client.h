@@ -90,6 +90,11 @@ TPU_MUST_USE tpu_status_t tpu_buffer_copy_to_device(tpu_buffer_t* buffer,
 void tpu_buffer_retain(tpu_buffer_t* buffer);
 void tpu_buffer_release(tpu_buffer_t* buffer);
 int tpu_buffer_refs(const tpu_buffer_t* buffer);
+// A tag the caller keeps on a buffer: the sequence number of the last
+// execution that reads or writes it (0: none). The runtime uses it to see
+// which buffers a running execution still uses.
+void tpu_buffer_mark_use(tpu_buffer_t* buffer, uint64_t seq);
+uint64_t tpu_buffer_last_use(const tpu_buffer_t* buffer);
 tpu_dtype_t tpu_buffer_dtype(const tpu_buffer_t* buffer);
 int tpu_buffer_rank(const tpu_buffer_t* buffer);
 const int64_t* tpu_buffer_dims(const tpu_buffer_t* buffer);
@@ -111,9 +116,13 @@ TPU_MUST_USE tpu_status_t tpu_executable_compile(tpu_client_t* client,
 // owned by the caller, possibly still being computed. Checks argument count,
 // dtypes and shapes before launching. When out_done is not NULL it receives
 // an event that completes with the execution (owned by the caller).
+// Arguments the program may donate (aliases to outputs) are donated, except
+// those whose indices are listed in `keep` (they stay valid; the output gets
+// a new buffer).
 TPU_MUST_USE tpu_status_t tpu_executable_execute(
     tpu_executable_t* exe, int device, tpu_buffer_t* const* args, int num_args,
-    tpu_buffer_t** out_buffers, int num_outputs, tpu_event_t** out_done);
+    const int64_t* keep, int num_keep, tpu_buffer_t** out_buffers, int num_outputs,
+    tpu_event_t** out_done);
 // Runs a multi-replica executable once on every replica's device:
 // args[r * num_args + i], outs[r * num_outputs + o].
 TPU_MUST_USE tpu_status_t tpu_executable_execute_replicated(

@@ -76,7 +76,9 @@ typedef struct tpu_dev {
   int num_undo, undo_cap;
   uint32_t param_epoch;  // bumped when a rollback drops parameters
   tpu_event_t** inflight;  // completions of recent executions (synchronize)
+  uint64_t* inflight_seq;  // their sequence numbers, increasing
   int num_inflight, inflight_cap;
+  uint64_t exec_seq;  // sequence number of the last execution
   tpu_pending_check_t* checks;  // oldest first
   tpu_pending_check_t** checks_tail;
   // Cached 0-d inputs for Python numbers.

@@ -91,6 +91,13 @@ static tpu_status_t print_program(void* user, char** text, size_t* size) {
 
 enum { STACK_OUTS = 64 };
 
+// The sequence number up to which every execution has finished.
+static uint64_t finished_seq(tpu_dev_t* d) {
+  for (int i = 0; i < d->num_inflight; ++i)
+    if (!tpu_event_is_ready(d->inflight[i])) return d->inflight_seq[i] - 1;
+  return d->exec_seq;
+}
+
 // A parameter's buffer can be donated when nothing holds it after the
 // execution: only the parameter list (once: a buffer passed twice cannot be
 // donated) and slots that this execution overwrites (their old value dies).
@@ -102,9 +109,24 @@ static bool donatable(tpu_dev_t* d, tpu_buffer_t* b, tpu_slot_t* const* out_slot
   return uses == 1 && tpu_buffer_refs(b) == uses + dying;
 }
 
-// Remembers an execution so that synchronize can wait for it. Executions
+// The donors that a running execution still reads or writes: PJRT would
+// block the host until that execution ends before reusing their memory, so
+// they are kept (their outputs get new buffers) and recording goes on while
+// the device works. Which donors those are depends on timing, so this is
+// decided at each execution and never changes the compiled program.
+static int busy_donors(tpu_dev_t* d, const tpu_program_output_t* outs, int n, int64_t* keep) {
+  uint64_t finished = finished_seq(d);
+  int k = 0;
+  for (int o = 0; o < n; ++o) {
+    int p = outs[o].donor_param;
+    if (p >= 0 && tpu_buffer_last_use(d->params[p]) > finished) keep[k++] = p;
+  }
+  return k;
+}
+
+// Remembers execution `seq` so that synchronize can wait for it. Executions
 // finish mostly in order, so finished ones are dropped from the front.
-static void track(tpu_dev_t* d, tpu_event_t* done) {
+static void track(tpu_dev_t* d, tpu_event_t* done, uint64_t seq) {
   enum { PRUNE_AT = 32, MAX_INFLIGHT = 1024 };
   if (d->num_inflight >= PRUNE_AT) {
     int first = 0;
@@ -113,20 +135,25 @@ static void track(tpu_dev_t* d, tpu_event_t* done) {
       tpu_status_ignore(tpu_event_await(d->inflight[first]));
       tpu_event_destroy(d->inflight[first++]);
     }
-    memmove(d->inflight, d->inflight + first, sizeof *d->inflight * (size_t)(d->num_inflight - first));
-    d->num_inflight -= first;
+    int left = d->num_inflight - first;
+    memmove(d->inflight, d->inflight + first, sizeof *d->inflight * (size_t)left);
+    memmove(d->inflight_seq, d->inflight_seq + first, sizeof *d->inflight_seq * (size_t)left);
+    d->num_inflight = left;
   }
   if (d->num_inflight == d->inflight_cap) {
     int cap = d->inflight_cap ? d->inflight_cap * 2 : 64;
     tpu_event_t** p = tpu_realloc(d->inflight, sizeof *p * (size_t)cap);
-    if (!p) {  // wait now instead of later: never wrong
+    if (p) d->inflight = p;
+    uint64_t* q = p ? tpu_realloc(d->inflight_seq, sizeof *q * (size_t)cap) : NULL;
+    if (q) d->inflight_seq = q;
+    if (!p || !q) {  // wait now instead of later: never wrong
       tpu_status_ignore(tpu_event_await(done));
       tpu_event_destroy(done);
       return;
     }
-    d->inflight = p;
     d->inflight_cap = cap;
   }
+  d->inflight_seq[d->num_inflight] = seq;
   d->inflight[d->num_inflight++] = done;
 }
 
@@ -220,10 +247,19 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
       if (source == TPU_CACHE_DISK) tpu_metric_add(TPU_M_DISK_HITS, 1);
     }
     if (!s) {
-      s = tpu_executable_execute(exe, d->index, d->params, d->num_params, results, n,
-                                 wait ? NULL : &done);
+      int64_t small_keep[STACK_OUTS];
+      int64_t* keep = n <= STACK_OUTS ? small_keep : tpu_malloc(sizeof *keep * (size_t)n);
+      int num_keep = keep ? busy_donors(d, outs, num_values, keep) : 0;  // none: only slower
+      s = tpu_executable_execute(exe, d->index, d->params, d->num_params, keep, num_keep, results,
+                                 n, wait ? NULL : &done);
+      if (keep != small_keep) tpu_free(keep);
       tpu_executable_release(exe);
       tpu_metric_add(TPU_M_EXECUTIONS, 1);
+    }
+    if (!s) {
+      ++d->exec_seq;
+      for (int p = 0; p < d->num_params; ++p) tpu_buffer_mark_use(d->params[p], d->exec_seq);
+      for (int o = 0; o < n; ++o) tpu_buffer_mark_use(results[o], d->exec_seq);
     }
   }
   if (!s) {
@@ -256,7 +292,7 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
         d->checks_tail = &c->next;
       }
     }
-    if (done) track(d, done);
+    if (done) track(d, done, d->exec_seq);
     done = NULL;
     tpu_metric_add(TPU_M_FLUSHES, 1);
     tpu_metric_add(TPU_M_GRAPH_NODES, tpu_graph_node_count(g));

@@ -201,6 +201,7 @@ void tpu_runtime_shutdown(void) {
       tpu_status_ignore(tpu_dev_flush(d));
       tpu_status_ignore(tpu_dev_wait_all(d));
       tpu_free(d->inflight);
+      tpu_free(d->inflight_seq);
       tpu_free(d->undo);
       drop_checks(d);
       tpu_graph_destroy(d->graph);

@@ -162,6 +162,10 @@ tpu_status_t tpu_buffer_copy_to_device(tpu_buffer_t* b, int device,
 void tpu_buffer_retain(tpu_buffer_t* b) { if (b) tpu_object_retain(&b->obj); }
 void tpu_buffer_release(tpu_buffer_t* b) { if (b) tpu_object_release(&b->obj); }
 int tpu_buffer_refs(const tpu_buffer_t* b) { return tpu_object_refs(&b->obj); }
+
+void tpu_buffer_mark_use(tpu_buffer_t* b, uint64_t seq) { b->last_use = seq; }
+
+uint64_t tpu_buffer_last_use(const tpu_buffer_t* b) { return b->last_use; }
 tpu_dtype_t tpu_buffer_dtype(const tpu_buffer_t* b) { return b->dtype; }
 int tpu_buffer_rank(const tpu_buffer_t* b) { return b->rank; }
 const int64_t* tpu_buffer_dims(const tpu_buffer_t* b) { return b->dims; }

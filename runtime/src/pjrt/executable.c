@@ -278,7 +278,8 @@ void tpu_event_destroy(tpu_event_t* e) {
 
 static tpu_status_t execute(tpu_executable_t* e, PJRT_Device* device,
                             int num_devices, tpu_buffer_t* const* args,
-                            int num_args, tpu_buffer_t** outs, int num_outputs,
+                            int num_args, const int64_t* keep, int num_keep,
+                            tpu_buffer_t** outs, int num_outputs,
                             const int* devices, tpu_event_t** out_done) {
   const PJRT_Api* api = e->client->api;
   int total_in = num_devices * num_args, total_out = num_devices * num_outputs;
@@ -301,6 +302,8 @@ static tpu_status_t execute(tpu_executable_t* e, PJRT_Device* device,
     PJRT_ExecuteOptions options;
     memset(&options, 0, sizeof options);
     options.struct_size = PJRT_SIZE(PJRT_ExecuteOptions, num_hlo_output_callbacks);
+    options.non_donatable_input_indices = keep;
+    options.num_non_donatable_input_indices = (size_t)num_keep;
     PJRT_ARGS(LoadedExecutable_Execute, a);
     a.executable = e->handle;
     a.options = &options;
@@ -344,6 +347,7 @@ static tpu_status_t execute(tpu_executable_t* e, PJRT_Device* device,
 
 tpu_status_t tpu_executable_execute(tpu_executable_t* e, int device,
                                     tpu_buffer_t* const* args, int num_args,
+                                    const int64_t* keep, int num_keep,
                                     tpu_buffer_t** outs, int num_outputs,
                                     tpu_event_t** out_done) {
   memset(outs, 0, sizeof *outs * (size_t)num_outputs);
@@ -360,8 +364,8 @@ tpu_status_t tpu_executable_execute(tpu_executable_t* e, int device,
                            "executable has %d outputs, %d requested",
                            e->num_outputs, num_outputs);
   TPU_RETURN_IF_ERROR(check_args(e, device, args, num_args));
-  return execute(e, e->client->devices[device].handle, 1, args, num_args, outs,
-                 num_outputs, &device, out_done);
+  return execute(e, e->client->devices[device].handle, 1, args, num_args, keep, num_keep,
+                 outs, num_outputs, &device, out_done);
 }
 
 tpu_status_t tpu_executable_execute_replicated(tpu_executable_t* e,
@@ -380,7 +384,7 @@ tpu_status_t tpu_executable_execute_replicated(tpu_executable_t* e,
     devices[d] = d;
     TPU_RETURN_IF_ERROR(check_args(e, d, args + d * num_args, num_args));
   }
-  return execute(e, NULL, r, args, num_args, outs, num_outputs, devices, NULL);
+  return execute(e, NULL, r, args, num_args, NULL, 0, outs, num_outputs, devices, NULL);
 }
 
 int tpu_executable_num_outputs(const tpu_executable_t* e) { return e->num_outputs; }

@@ -71,6 +71,7 @@ struct tpu_buffer {
   tpu_dtype_t dtype;
   int64_t dims[TPU_MAX_RANK];
   size_t nbytes;
+  uint64_t last_use;  // tpu_buffer_mark_use
 };
 
 // Wraps a PJRT buffer the client handed us (takes ownership of `handle`).
