@@ -5,12 +5,14 @@
 #include <ATen/Context.h>
 #include <ATen/core/Generator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <c10/core/GeneratorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 
 #include "binding.h"
@@ -259,6 +261,46 @@ const at::Generator& default_generator(c10::DeviceIndex d) {
   return gens[static_cast<size_t>(d)];
 }
 
+//===--- pinned host memory ---===//
+
+// Host memory for pin_memory() and DataLoader(pin_memory=True). PJRT copies
+// from any host memory, so pinned tensors are ordinary host allocations,
+// remembered so that is_pinned() answers as users expect.
+std::mutex pinned_lock;
+std::map<uintptr_t, size_t> pinned;  // start -> size of live allocations
+
+void pinned_free(void* p) {
+  {
+    std::lock_guard<std::mutex> guard(pinned_lock);
+    pinned.erase(reinterpret_cast<uintptr_t>(p));
+  }
+  c10::free_cpu(p);
+}
+
+struct PinnedAllocator final : public c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    void* p = n ? c10::alloc_cpu(n) : nullptr;
+    if (p) {
+      std::lock_guard<std::mutex> guard(pinned_lock);
+      pinned[reinterpret_cast<uintptr_t>(p)] = n;
+    }
+    return {p, p, &pinned_free, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &pinned_free; }
+  void copy_data(void* dst, const void* src, std::size_t n) const override {
+    std::memcpy(dst, src, n);
+  }
+} pinned_allocator;
+
+bool is_pinned(const void* data) {
+  auto p = reinterpret_cast<uintptr_t>(data);
+  std::lock_guard<std::mutex> guard(pinned_lock);
+  auto it = pinned.upper_bound(p);
+  if (it == pinned.begin()) return false;
+  --it;
+  return p < it->first + it->second;
+}
+
 //===--- hooks ---===//
 
 struct TpuHooks final : public at::PrivateUse1HooksInterface {
@@ -286,7 +328,8 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
     return {c10::DeviceType::PrivateUse1,
             static_cast<c10::DeviceIndex>(tpu_slot_device(static_cast<tpu_slot_t*>(data)))};
   }
-  bool isPinnedPtr(const void*) const override { return false; }
+  bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &pinned_allocator; }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     check(tpu_slot_resize(slot_of(storage), newsize));
     storage.unsafeGetStorageImpl()->set_nbytes(newsize);

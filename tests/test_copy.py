@@ -139,3 +139,18 @@ def test_untyped_storage_roundtrip():
     assert s.device.type == "tpu" and s.nbytes() == 24
     back = torch.empty(0, dtype=torch.float32, device="tpu").set_(s)
     assert torch.equal(back.cpu(), x)
+
+
+def test_pinned_host_memory():
+    # pin_memory() and DataLoader(pin_memory=True) work as with CUDA: the
+    # tensor is marked pinned (views too), the source is not, copies to tpu
+    # (non_blocking or not) carry the same values.
+    x = torch.randn(4, 5)
+    p = x.pin_memory()
+    assert p.is_pinned() and p[1:].is_pinned() and not x.is_pinned()
+    assert torch.equal(p, x)
+    assert torch.equal(p.to("tpu", non_blocking=True).cpu(), x)
+    assert torch.empty(3, pin_memory=True).is_pinned()
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 2)),
+                                         batch_size=4, pin_memory=True)
+    assert all(batch.is_pinned() for (batch,) in loader)
