@@ -1,6 +1,7 @@
 // Operator registrations: the boxed kernel that runs op-table rows, the
 // storage/view/copy primitives every PrivateUse1 backend provides, and the
 // counted CPU fallback for everything else.
+#include <algorithm>
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -267,13 +268,19 @@ struct Call {
   c10::DeviceIndex device = 0;
   std::vector<at::Tensor> targets;  // in-place / out= tensors, in order
   std::vector<at::Tensor> results;  // new tensors of a functional call
+  std::vector<const c10::TensorImpl*> inputs;  // tensors read (out= aliasing)
 };
 
 // Gives `out` the result's shape, as PyTorch's resize_output does. A storage
 // too small is replaced (the op overwrites all of it, so nothing is copied).
-void resize_out(at::Tensor& out, const tpu_result_type_t& type) {
+// An out= tensor that is also an input is never resized (TensorIterator's
+// rule: ldexp_, which writes through mul's out=, must not broadcast self).
+void resize_out(at::Tensor& out, const tpu_result_type_t& type,
+                const std::vector<const c10::TensorImpl*>& inputs) {
   c10::IntArrayRef sizes(type.sizes, static_cast<size_t>(type.rank));
   if (out.sizes() == sizes) return;
+  TORCH_CHECK(std::find(inputs.begin(), inputs.end(), out.unsafeGetTensorImpl()) == inputs.end(),
+              "output with shape ", out.sizes(), " doesn't match the broadcast shape ", sizes);
   if (out.numel() != 0)
     TORCH_WARN("An output with one or more elements was resized since it had shape ",
                out.sizes(), ", which does not match the required output shape ", sizes,
@@ -314,10 +321,12 @@ tpu_status_t prepare(void* user, int count, const tpu_result_type_t* types,
                              count, call->targets.size());
     for (int k = 0; k < count; ++k) {
       if (types[k].dtype == TPU_DTYPE_INVALID) continue;  // absent: left as is
-      if (call->is_out) resize_out(call->targets[static_cast<size_t>(k)], types[k]);
+      if (call->is_out) resize_out(call->targets[static_cast<size_t>(k)], types[k], call->inputs);
       targets[k] = view_of(call->targets[static_cast<size_t>(k)]);
     }
     return TPU_OK;
+  } catch (const c10::Error& e) {
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "%s", e.what_without_backtrace());
   } catch (const std::exception& e) {
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "%s", e.what());
   }
@@ -411,6 +420,7 @@ class RowKernel final : public c10::OperatorKernel {
         if (a.device < 0 && !call.targets.empty()) a.device = call.targets[0].device().index();
       }
       if (info_.is_out[i]) continue;  // out= tensors are targets, not inputs
+      if (v.isTensor()) call.inputs.push_back(v.toTensor().unsafeGetTensorImpl());
       // A few ops fall through the Conjugate key (mm, addmm, bmm, baddbmm,
       // dot, vdot, _conj_physical: CPU's kernels read the bit), so a
       // conjugate view can reach a row; rows read physical data, so such an

@@ -546,3 +546,54 @@ def test_conj_physical():
     check(torch.conj_physical, torch.randn(3, 4))  # real: the identity
     check(lambda z: z.clone().conj_physical_(), z)
     check(lambda z: torch.conj_physical(z, out=torch.empty_like(z)), z)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_special_functions(dtype):
+    x = floats(dtype, n=60)
+    check(torch.sinc, x)
+    # CPU rounds each step of half-precision logit; we round once.
+    tol = {"atol": 0.02, "rtol": 0.02} if dtype == torch.bfloat16 else {}
+    check(lambda u: torch.logit(u), torch.rand(50).to(dtype), **tol)
+    check(lambda u: torch.logit(u, eps=0.2), torch.rand(50).to(dtype), **tol)
+    pos = (torch.rand(40) * 5 + 1.1).to(dtype)
+    loose = {"rtol": 1e-4, "atol": 1e-4} if dtype == torch.float32 else {}
+    check(lambda u: torch.mvlgamma(u, 3), pos, **loose)
+    for n in (0, 1, 3):
+        check(lambda u: torch.polygamma(n, u), pos, **loose)
+    check(torch.sinc, torch.arange(-3, 4))  # integers compute in float
+
+
+def test_logit_backward():
+    u = torch.rand(30)
+    for eps in (None, 0.25):
+        def grad(v):
+            v = v.detach().requires_grad_()
+            torch.logit(v, eps).sum().backward()
+            return v.grad
+        check(grad, u)
+
+
+def test_rsub_complex_polar():
+    a, b = torch.randn(5, 4), torch.randn(4)
+    check(lambda p, q: torch.rsub(p, q, alpha=2), a, b)
+    check(lambda p: 1.5 - p, a)
+    check(lambda p: torch.rsub(p, 2, alpha=3), torch.arange(6))
+    check(torch.complex, torch.randn(3, 1), torch.randn(4))
+    check(torch.polar, torch.rand(3, 4), torch.randn(3, 4))
+    check_error(torch.complex, torch.randn(2), torch.randn(2, dtype=torch.float64))
+    check_error(torch.complex, torch.arange(2), torch.arange(2))
+
+
+def test_special_function_errors():
+    check_error(lambda u: torch.polygamma(-1, u), torch.rand(3))
+    check_error(lambda u: torch.mvlgamma(u, 0), torch.rand(3) + 2)
+    with pytest.raises(RuntimeError, match=r"greater than \(p-1\)/2"):
+        torch.mvlgamma(torch.tensor([0.1], device="tpu"), 2).cpu()
+    assert torch.ones(2, device="tpu").sum().item() == 2  # the device goes on
+
+
+def test_inplace_through_out_never_broadcasts_self():
+    # ldexp_ writes through mul's out=: self may not grow to the broadcast shape.
+    check_error(lambda a, b: a.clone().ldexp_(b), torch.randn(5, 1), torch.randint(-3, 3, (5, 5)))
+    check_error(lambda a, b: torch.add(a, b, out=a), torch.randn(5, 1), torch.randn(5, 5))

@@ -709,3 +709,13 @@ def test_fused_mode():
             torch.tpu.synchronize()
         assert_same(x.flip(1), xt.flip(1))
     del bad
+
+
+def test_narrow_copy():
+    x = torch.randn(6, 3)
+    check(lambda t: torch.narrow_copy(t, 0, 2, 3), x)
+    check(lambda t: torch.narrow_copy(t, -1, -2, 2), x)
+    check(lambda t: torch.narrow_copy(t, 0, 6, 0), x)
+    check(lambda t: torch.narrow_copy(t, 1, 1, 2, out=torch.empty(0, device=t.device)), x)
+    check_error(lambda t: torch.narrow_copy(t, 0, 7, 1), x)  # IndexError
+    check_error(lambda t: torch.narrow_copy(t, 0, 4, 3), x)

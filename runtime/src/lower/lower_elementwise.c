@@ -256,8 +256,9 @@ tpu_status_t tpu_lower_compare(tpu_lower_ctx_t* cx) {
 
 //===--- arithmetic ---===//
 
-// add / sub: a ± alpha * b, with PyTorch's checks on alpha.
-static tpu_status_t add_sub(tpu_lower_ctx_t* cx, tpu_ir_op_t op) {
+// add / sub: a ± alpha * b, with PyTorch's checks on alpha; rsub (swap):
+// b - alpha * a.
+static tpu_status_t add_sub(tpu_lower_ctx_t* cx, tpu_ir_op_t op, bool swap) {
   tpu_dtype_t t;
   TPU_RETURN_IF_ERROR(promote2(cx, &t));
   if (op == TPU_IR_SUB && t == TPU_BOOL)
@@ -280,6 +281,11 @@ static tpu_status_t add_sub(tpu_lower_ctx_t* cx, tpu_ir_op_t op) {
   tpu_dtype_t compute = tpu_opmath(t);
   tpu_val_t a, b;
   TPU_RETURN_IF_ERROR(binary_inputs(cx, t, compute, 0, &a, &b));
+  if (swap) {
+    tpu_val_t self = a;
+    a = b;
+    b = self;
+  }
   if (has_alpha) {  // alpha is rounded to the tensors' dtype, as on CPU
     tpu_val_t s = tpu_ir_convert(cx->g, tpu_lower_scalar(cx, &alpha->scalar, t), compute);
     const tpu_type_t* bt = tpu_ir_type(cx->g, b);
@@ -290,8 +296,9 @@ static tpu_status_t add_sub(tpu_lower_ctx_t* cx, tpu_ir_op_t op) {
   return TPU_OK;
 }
 
-tpu_status_t tpu_lower_add(tpu_lower_ctx_t* cx) { return add_sub(cx, TPU_IR_ADD); }
-tpu_status_t tpu_lower_sub(tpu_lower_ctx_t* cx) { return add_sub(cx, TPU_IR_SUB); }
+tpu_status_t tpu_lower_add(tpu_lower_ctx_t* cx) { return add_sub(cx, TPU_IR_ADD, false); }
+tpu_status_t tpu_lower_sub(tpu_lower_ctx_t* cx) { return add_sub(cx, TPU_IR_SUB, false); }
+tpu_status_t tpu_lower_rsub(tpu_lower_ctx_t* cx) { return add_sub(cx, TPU_IR_SUB, true); }
 
 // mul: bool * bool is logical and.
 static tpu_val_t mul_fn(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
@@ -713,6 +720,90 @@ static tpu_val_t digamma_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
 }
 TPU_EW_UNARY_REAL(digamma, FLOAT)
 
+// sinc: sin(pi x) / (pi x), 1 at 0.
+static tpu_val_t sinc_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
+  tpu_graph_t* g = cx->g;
+  tpu_val_t px = tpu_ew_mul(g, x, tpu_lower_const_like(cx, x, M_PI));
+  return tpu_ir_select(g, tpu_ew_cmp_k(cx, TPU_CMP_EQ, x, 0), tpu_lower_const_like(cx, x, 1),
+                       tpu_ew_div(g, tpu_ir_unary(g, TPU_IR_SIN, px), px));
+}
+TPU_EW_UNARY_REAL(sinc, FLOAT)
+
+// The x of logit(x, eps): clamped to [eps, 1 - eps] when eps (argument
+// `arg`) is given.
+static tpu_val_t logit_input(tpu_lower_ctx_t* cx, tpu_val_t x, int arg) {
+  if (!tpu_arg_present(cx, arg)) return x;
+  tpu_val_t eps = tpu_ew_arg_like(cx, arg, x, 0);
+  tpu_val_t hi = tpu_ew_sub(cx->g, tpu_lower_const_like(cx, x, 1), eps);
+  return tpu_ew_min(cx, tpu_ew_max(cx, x, eps), hi);  // NaN stays NaN
+}
+
+// logit(x, eps?): log(x / (1 - x)).
+static tpu_val_t logit_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
+  tpu_graph_t* g = cx->g;
+  x = logit_input(cx, x, 1);
+  return tpu_ir_unary(g, TPU_IR_LOG,
+                      tpu_ew_div(g, x, tpu_ew_sub(g, tpu_lower_const_like(cx, x, 1), x)));
+}
+TPU_EW_UNARY_REAL(logit, FLOAT)
+
+// logit_backward(grad, x, eps?): grad / (x (1 - x)); 0 where eps clamped x.
+static tpu_val_t logit_backward_fn(tpu_lower_ctx_t* cx, tpu_val_t dy, tpu_val_t x) {
+  tpu_graph_t* g = cx->g;
+  tpu_val_t one = tpu_lower_const_like(cx, x, 1);
+  tpu_val_t r = tpu_ew_div(g, dy, tpu_ew_mul(g, x, tpu_ew_sub(g, one, x)));
+  if (!tpu_arg_present(cx, 2)) return r;
+  tpu_val_t eps = tpu_ew_arg_like(cx, 2, x, 0);
+  tpu_val_t out = tpu_ir_binary(g, TPU_IR_OR, tpu_ir_compare(g, TPU_CMP_LT, x, eps),
+                                tpu_ir_compare(g, TPU_CMP_GT, x, tpu_ew_sub(g, one, eps)));
+  return tpu_ir_select(g, out, tpu_lower_const_like(cx, x, 0), r);
+}
+tpu_status_t tpu_lower_logit_backward(tpu_lower_ctx_t* cx) {
+  return tpu_ew_binary_ex(cx, TPU_RULE_FLOAT, logit_backward_fn, TPU_EW_REAL);
+}
+
+// mvlgamma(x, p): sum over i < p of lgamma(x - i/2), plus p(p-1)/4 log(pi).
+// CPU refuses p < 1 and any x <= (p-1)/2 (a check on the data).
+static tpu_val_t mvlgamma_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
+  tpu_graph_t* g = cx->g;
+  int64_t p = tpu_arg_int(cx, 1, 1);
+  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
+  int rank = tpu_ir_rank(g, x);
+  int64_t dims[TPU_MAX_RANK];
+  for (int i = 0; i < rank; ++i) dims[i] = i;
+  tpu_val_t low = tpu_ew_cmp_k(cx, TPU_CMP_LE, x, (double)(p - 1) / 2);
+  tpu_lower_assert(cx, tpu_ir_reduce(g, low, tpu_ir_const_i(g, TPU_BOOL, 0, NULL, 0), dims, rank,
+                                     TPU_BODY_OR),
+                   TPU_CODE_INVALID_ARGUMENT, "All elements must be greater than (p-1)/2");
+  tpu_val_t sum = tpu_lower_const_like(cx, x, (double)(p * (p - 1)) / 4 * log(M_PI));
+  for (int64_t i = 0; i < p; ++i)
+    sum = tpu_ew_add(g, sum, tpu_ir_unary(g, TPU_IR_LGAMMA,
+                                          tpu_ew_sub(g, x, tpu_lower_const_like(cx, x, i / 2.0))));
+  return sum;
+}
+tpu_status_t tpu_lower_mvlgamma(tpu_lower_ctx_t* cx) {
+  if (tpu_arg_int(cx, 1, 1) < 1) return tpu_invalid("p has to be greater than or equal to 1");
+  return tpu_ew_unary_ex(cx, TPU_RULE_FLOAT, mvlgamma_fn, TPU_EW_REAL);
+}
+
+// polygamma(int n, Tensor x): digamma for n = 0, else chlo's polygamma.
+tpu_status_t tpu_lower_polygamma(tpu_lower_ctx_t* cx) {
+  static const char* const names[] = {"digamma", "trigamma"};
+  int64_t n = tpu_arg_int(cx, 0, 0);
+  if (n < 0) return tpu_invalid("polygamma(n, x) does not support negative n.");
+  tpu_dtype_t t = tpu_arg_value_dtype(cx, 1);
+  if (tpu_dtype_is_complex(t))
+    return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'",
+                           n < 2 ? names[n] : "polygamma", tpu_dtype_torch_name(t));
+  tpu_dtype_t out = tpu_to_float(t), acc = tpu_opmath(out);
+  tpu_graph_t* g = cx->g;
+  tpu_val_t x = tpu_lower_input(cx, 1, acc);
+  tpu_val_t r = n == 0 ? digamma_fn(cx, x)
+                       : tpu_ir_binary(g, TPU_IR_POLYGAMMA, tpu_lower_const_like(cx, x, (double)n), x);
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, r, out));
+  return TPU_OK;
+}
+
 static tpu_val_t reciprocal_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   return tpu_ew_div(cx->g, tpu_lower_const_like(cx, x, 1), x);
 }
@@ -747,6 +838,41 @@ tpu_status_t tpu_lower_sgn(tpu_lower_ctx_t* cx) {
   tpu_val_t q = tpu_ew_div(g, z, tpu_ir_binary(g, TPU_IR_COMPLEX, r, zero));
   tpu_lower_out(cx, 0, tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_EQ, r, zero),
                                      tpu_lower_const_like(cx, z, 0), q));
+  return TPU_OK;
+}
+
+// complex(real, imag) / polar(abs, angle): two float tensors of one dtype,
+// broadcast, to the complex dtype of that precision.
+static tpu_status_t complex_parts(tpu_lower_ctx_t* cx, tpu_val_t* re, tpu_val_t* im) {
+  tpu_dtype_t a = tpu_arg_value_dtype(cx, 0), b = tpu_arg_value_dtype(cx, 1);
+  if (a != TPU_F16 && a != TPU_F32 && a != TPU_F64)
+    return tpu_invalid("Expected both inputs to be Half, Float or Double tensors but got %s and %s",
+                       tpu_dtype_torch_name(a), tpu_dtype_torch_name(b));
+  if (b != a)
+    return tpu_invalid("Expected object of scalar type %s but got scalar type %s for second "
+                       "argument", tpu_dtype_torch_name(a), tpu_dtype_torch_name(b));
+  int args[2] = {0, 1};
+  tpu_val_t v[2];
+  TPU_RETURN_IF_ERROR(tpu_lower_broadcast_inputs(cx, args, 2, a == TPU_F64 ? a : TPU_F32, v));
+  *re = v[0];
+  *im = v[1];
+  return TPU_OK;
+}
+
+tpu_status_t tpu_lower_complex(tpu_lower_ctx_t* cx) {
+  tpu_val_t re, im;
+  TPU_RETURN_IF_ERROR(complex_parts(cx, &re, &im));
+  tpu_lower_out(cx, 0, tpu_ir_binary(cx->g, TPU_IR_COMPLEX, re, im));
+  return TPU_OK;
+}
+
+tpu_status_t tpu_lower_polar(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  tpu_val_t r, theta;
+  TPU_RETURN_IF_ERROR(complex_parts(cx, &r, &theta));
+  tpu_lower_out(cx, 0, tpu_ir_binary(g, TPU_IR_COMPLEX,
+                                     tpu_ew_mul(g, r, tpu_ir_unary(g, TPU_IR_COS, theta)),
+                                     tpu_ew_mul(g, r, tpu_ir_unary(g, TPU_IR_SIN, theta))));
   return TPU_OK;
 }
 

@@ -222,6 +222,32 @@ static tpu_val_t compact_positions(tpu_graph_t* g, tpu_val_t m, int64_t n, int64
   return tpu_ir_slice(g, buf, &start, &size, NULL);
 }
 
+//===--- narrow_copy ---===//
+
+// narrow_copy(Tensor self, int dim, SymInt start, SymInt length)
+tpu_status_t tpu_lower_narrow_copy(tpu_lower_ctx_t* cx) {
+  int rank = tpu_arg_rank(cx, 0);
+  if (rank == 0) return tpu_invalid("narrow() cannot be applied to a 0-dim tensor.");
+  int64_t dim;
+  TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 1, 0), rank, &dim));
+  const int64_t* sizes = tpu_arg_sizes(cx, 0);
+  int64_t size = sizes[dim], start = tpu_arg_int(cx, 2, 0), length = tpu_arg_int(cx, 3, 0);
+  if (start < -size || start > size)
+    return tpu_status_make(TPU_CODE_OUT_OF_RANGE, "start out of range (expected to be in range "
+                           "of [%lld, %lld], but got %lld)", (long long)-size, (long long)size,
+                           (long long)start);
+  if (start < 0) start += size;
+  if (length < 0 || start + length > size)
+    return tpu_invalid("start (%lld) + length (%lld) exceeds dimension size (%lld).",
+                       (long long)start, (long long)length, (long long)size);
+  int64_t lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK];
+  for (int i = 0; i < rank; ++i) hi[i] = sizes[i];
+  lo[dim] = start;
+  hi[dim] = start + length;
+  tpu_lower_out(cx, 0, tpu_ir_slice(cx->g, tpu_lower_tensor(cx, 0), lo, hi, NULL));
+  return TPU_OK;
+}
+
 //===--- cat ---===//
 
 // cat(Tensor[] tensors, int dim=0)
