@@ -181,6 +181,15 @@ def test_cholesky_not_positive_definite():
         _, binfo = torch.linalg.cholesky_ex(torch.stack([torch.eye(3), bad, -torch.eye(3)]).to(TPU))
     assert info.item() == 2
     assert binfo.tolist() == [0, 2, 1]
+    # only the triangle named by `upper` is read
+    one_sided = torch.tensor([[1.0, 2.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    check(lambda a: (torch.linalg.cholesky_ex(a).info, torch.linalg.cholesky_ex(a, upper=True).info),
+          one_sided)
+    # larger matrices: the failing order is found at any position
+    big = torch.eye(11).repeat(11, 1, 1)
+    for k in range(11):
+        big[k, k, k] = -1.0
+    check(lambda a: torch.linalg.cholesky_ex(a).info, big)
     # linalg.cholesky raises CPU's LinAlgError with CPU's message
     tpu_err, cpu_err = check_error(torch.linalg.cholesky, bad)
     assert str(tpu_err) == str(cpu_err)
