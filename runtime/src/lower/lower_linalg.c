@@ -3,12 +3,14 @@
 // and stablehlo.triangular_solve.
 //
 // XLA leaves the unused triangle of a Cholesky factor unspecified and
-// reports a matrix that is not positive definite with NaNs instead of an
-// error, so the factor is masked to its triangle and LAPACK's info (the
-// order of the first leading minor that is not positive definite) is
-// recomputed from the factor's diagonal: the first entry that is not > 0
-// (NaN included). Ops whose CPU kernels raise on such input raise through a
-// device assertion at the next synchronization.
+// reports a matrix that is not positive definite with an all-NaN factor
+// instead of an error, so the factor is masked to its triangle, and
+// LAPACK's info (the order of the first leading minor that is not positive
+// definite) is found on device by a bisection (failed_order). Ops whose CPU
+// kernels raise on such input raise through a device assertion at the next
+// synchronization (a RuntimeError with CPU's message; CPU's exception is
+// its subclass torch.linalg.LinAlgError). linalg.cholesky raises
+// LinAlgError itself: its composite checks the info of linalg_cholesky_ex.
 #include <string.h>
 
 #include "lower/lower.h"
@@ -141,11 +143,12 @@ static tpu_val_t any_true(tpu_graph_t* g, tpu_val_t b) {
   return tpu_ir_reduce(g, b, tpu_ir_const_i(g, TPU_BOOL, 0, NULL, 0), all, rank, TPU_BODY_OR);
 }
 
-// Raises CPU's error when an info (batch shape) is nonzero. A single
+// Raises CPU's error when an info (batch shape) is nonzero: a failed
+// factorization or (not `factorization`) a zero diagonal entry. A single
 // small matrix gets CPU's exact message (one assertion per order); batches
 // and large matrices name no order.
 static void assert_info(tpu_lower_ctx_t* cx, tpu_val_t info, int64_t n, const char* api,
-                        const char* what) {
+                        bool factorization) {
   tpu_graph_t* g = cx->g;
   tpu_type_t tt;
   if (!get_type(g, info, &tt)) return;
@@ -153,7 +156,7 @@ static void assert_info(tpu_lower_ctx_t* cx, tpu_val_t info, int64_t n, const ch
     for (int64_t k = 1; k <= n; ++k) {
       tpu_val_t is_k = tpu_ir_compare(g, TPU_CMP_EQ, info,
                                       tpu_ir_const_i(g, TPU_I32, k, tt.dims, tt.rank));
-      if (!strcmp(what, "cholesky"))
+      if (factorization)
         tpu_lower_assert(cx, any_true(g, is_k), TPU_CODE_INVALID_ARGUMENT,
                          "%s: The factorization could not be completed because the input is "
                          "not positive-definite (the leading minor of order %lld is not "
@@ -166,7 +169,7 @@ static void assert_info(tpu_lower_ctx_t* cx, tpu_val_t info, int64_t n, const ch
     return;
   }
   tpu_val_t bad = tpu_ir_compare(g, TPU_CMP_NE, info, tpu_ir_const_i(g, TPU_I32, 0, tt.dims, tt.rank));
-  if (!strcmp(what, "cholesky"))
+  if (factorization)
     tpu_lower_assert(cx, any_true(g, bad), TPU_CODE_INVALID_ARGUMENT,
                      "%s: The factorization could not be completed because the input is not "
                      "positive-definite.", api);
@@ -309,7 +312,7 @@ tpu_status_t tpu_lower_linalg_cholesky_ex(tpu_lower_ctx_t* cx) {
   }
   tpu_val_t l, info;
   factor(cx, upper, &l, &info);
-  if (check) assert_info(cx, info, d[r - 1], "linalg.cholesky_ex", "cholesky");
+  if (check) assert_info(cx, info, d[r - 1], "linalg.cholesky_ex", true);
   tpu_lower_out(cx, 0, l);
   tpu_lower_out(cx, 1, info);
   return TPU_OK;
@@ -328,7 +331,7 @@ tpu_status_t tpu_lower_cholesky(tpu_lower_ctx_t* cx) {
   }
   tpu_val_t l, info;
   factor(cx, tpu_arg_bool(cx, 1, false), &l, &info);
-  assert_info(cx, info, d[r - 1], "cholesky", "cholesky");
+  assert_info(cx, info, d[r - 1], "cholesky", true);
   tpu_lower_out(cx, 0, l);
   return TPU_OK;
 }
@@ -482,7 +485,7 @@ tpu_status_t tpu_lower_cholesky_inverse(tpu_lower_ctx_t* cx) {
                          tpu_ir_unary(g, TPU_IR_ABS, im));
   }
   tpu_val_t zero = tpu_ir_compare(g, TPU_CMP_EQ, diag, tpu_lower_const_like(cx, diag, 0));
-  assert_info(cx, first_bad(g, zero), d[r - 1], "cholesky_inverse", "inverse");
+  assert_info(cx, first_bad(g, zero), d[r - 1], "cholesky_inverse", false);
   tpu_val_t inv = chol_solve(g, f, eye_like(g, f), upper);
   tpu_lower_out(cx, 0, inv);
   return TPU_OK;
