@@ -273,3 +273,40 @@ void test_ir_compile_all_ops(void) {
   tpu_graph_destroy(g);
   tpu_client_release(c);
 }
+
+void test_ir_run_fft_cholesky(void) {
+  // RFFT then IRFFT gives the input back; FFT of a complex impulse is flat;
+  // cholesky and triangular_solve solve a 2x2 positive definite system.
+  tpu_client_t* c = test_client(1);
+  tpu_graph_t* g = new_graph();
+  int64_t d[2] = {2, 4}, m[2] = {2, 2};
+  tpu_type_t tx = tpu_type_make(TPU_F32, d, 2), tm = tpu_type_make(TPU_F32, m, 2);
+  tpu_val_t x = tpu_ir_param(g, &tx), a = tpu_ir_param(g, &tm), b = tpu_ir_param(g, &tm);
+  tpu_val_t spec = tpu_ir_fft(g, x, TPU_FFT_RFFT, (int64_t[]){4}, 1);
+  CHECK(tpu_ir_dims(g, spec)[1] == 3 && tpu_ir_dtype(g, spec) == TPU_C64);
+  tpu_val_t back = tpu_ir_fft(g, spec, TPU_FFT_IRFFT, (int64_t[]){2, 4}, 2);
+  back = tpu_ir_fft(g, tpu_ir_fft(g, back, TPU_FFT_RFFT, (int64_t[]){2, 4}, 2), TPU_FFT_IRFFT,
+                    (int64_t[]){4}, 1);
+  tpu_val_t imp = tpu_ir_binary(g, TPU_IR_COMPLEX, x, tpu_ir_const(g, TPU_F32, 0, d, 2));
+  tpu_val_t flat = tpu_ir_unary(g, TPU_IR_REAL, tpu_ir_fft(g, tpu_ir_fft(g, imp, TPU_FFT_FFT, (int64_t[]){2, 4}, 2),
+                                                           TPU_FFT_IFFT, (int64_t[]){2, 4}, 2));
+  tpu_val_t l = tpu_ir_cholesky(g, a, true);
+  tpu_val_t sol = tpu_ir_triangular_solve(g, l, b, true, true, false, TPU_TRANSPOSE_NO);
+  float xv[8] = {1, 2, 3, 4, -1, 0.5f, 0, 2}, av[4] = {4, 2, 2, 3}, bv[4] = {2, 0, 1, 1};
+  float backv[8], flatv[8], lv[4], sv[4];
+  const void* in[3] = {xv, av, bv};
+  void* res[4] = {backv, flatv, lv, sv};
+  size_t sizes[4] = {sizeof backv, sizeof flatv, sizeof lv, sizeof sv};
+  tpu_val_t outs[4] = {back, flat, l, sol};
+  run_graph(c, g, outs, 4, in, res, sizes);
+  for (int i = 0; i < 8; ++i) {
+    CHECK_MSG(fabsf(backv[i] - xv[i]) < 1e-5f, "irfft(rfft(x))[%d] = %g, want %g", i, backv[i], xv[i]);
+    CHECK_MSG(fabsf(flatv[i] - xv[i]) < 1e-5f, "ifft(fft(x))[%d] = %g, want %g", i, flatv[i], xv[i]);
+  }
+  // L = [[2, 0], [1, sqrt(2)]] (the upper triangle is left to XLA); L^-1 b.
+  CHECK(fabsf(lv[0] - 2) < 1e-6f && fabsf(lv[2] - 1) < 1e-6f && fabsf(lv[3] - sqrtf(2)) < 1e-6f);
+  CHECK(fabsf(sv[0] - 1) < 1e-6f && fabsf(sv[1]) < 1e-6f);
+  CHECK(fabsf(sv[2] - 0) < 1e-6f && fabsf(sv[3] - 1 / sqrtf(2)) < 1e-6f);
+  tpu_graph_destroy(g);
+  tpu_client_release(c);
+}

@@ -129,7 +129,11 @@ void tpu_type_str(const tpu_type_t* t, char* out, size_t size);
   X(ALL_REDUCE, "stablehlo.all_reduce", ALL_REDUCE)              \
   X(ALL_GATHER, "stablehlo.all_gather", ALL_GATHER)              \
   X(REDUCE_SCATTER, "stablehlo.reduce_scatter", REDUCE_SCATTER)  \
-  X(ALL_TO_ALL, "stablehlo.all_to_all", ALL_TO_ALL)
+  X(ALL_TO_ALL, "stablehlo.all_to_all", ALL_TO_ALL)              \
+  /* FFT and linear algebra */                                   \
+  X(FFT, "stablehlo.fft", FFT)                                   \
+  X(CHOLESKY, "stablehlo.cholesky", CHOLESKY)                    \
+  X(TRIANGULAR_SOLVE, "stablehlo.triangular_solve", TRIANGULAR_SOLVE)
 
 typedef enum tpu_ir_op {
 #define TPU_IR_OP_ENUM(e, name, cls) TPU_IR_##e,
@@ -344,6 +348,28 @@ tpu_val_t tpu_ir_reduce_scatter(tpu_graph_t* g, tpu_val_t x, int64_t dim,
 tpu_val_t tpu_ir_all_to_all(tpu_graph_t* g, tpu_val_t x, int64_t split_dim,
                             int64_t concat_dim, const int64_t* groups,
                             int num_groups, int group_size);
+// stablehlo.fft over the trailing `n` (1..3) dims, of lengths `lengths`.
+// FFT/IFFT: complex -> complex. RFFT: real -> complex, the last dim becomes
+// lengths[n-1]/2+1. IRFFT: complex (last dim lengths[n-1]/2+1) -> real of
+// `lengths`. The inverse transforms include the 1/N factor (XLA's rule).
+typedef enum tpu_fft_type {
+  TPU_FFT_FFT, TPU_FFT_IFFT, TPU_FFT_RFFT, TPU_FFT_IRFFT
+} tpu_fft_type_t;
+tpu_val_t tpu_ir_fft(tpu_graph_t* g, tpu_val_t x, tpu_fft_type_t type,
+                     const int64_t* lengths, int n);
+// Cholesky factor of the (batched) trailing square matrices: lower (L L^H)
+// or upper (U^H U); only that triangle of `a` is read. Not positive
+// definite gives NaNs (XLA's rule), not an error.
+tpu_val_t tpu_ir_cholesky(tpu_graph_t* g, tpu_val_t a, bool lower);
+// Solves op(a) x = b (left_side) or x op(a) = b for triangular a (batched
+// trailing square matrices; batch dims equal). op is a, a^T or a^H.
+typedef enum tpu_transpose {
+  TPU_TRANSPOSE_NO, TPU_TRANSPOSE_YES, TPU_TRANSPOSE_ADJOINT
+} tpu_transpose_t;
+tpu_val_t tpu_ir_triangular_solve(tpu_graph_t* g, tpu_val_t a, tpu_val_t b,
+                                  bool left_side, bool lower,
+                                  bool unit_diagonal, tpu_transpose_t op);
+
 // Keeps the values from being moved across this point by XLA.
 tpu_val_t tpu_ir_barrier(tpu_graph_t* g, tpu_val_t x);
 

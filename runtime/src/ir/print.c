@@ -548,6 +548,25 @@ static void put_node(printer_t* p, tpu_val_t v) {
     case TPU_IR_TOP_K:
       tpu_strbuf_printf(sb, "{k = %lld : i64} ", (long long)((const dims_attrs_t*)at)->v[0]);
       break;
+    case TPU_IR_FFT: {
+      static const char* const types[] = {"FFT", "IFFT", "RFFT", "IRFFT"};
+      const dims_attrs_t* a = at;
+      tpu_strbuf_printf(sb, "{fft_type = #stablehlo<fft_type %s>, ", types[a->body]);
+      put_array(sb, "fft_length", a->v, a->n);
+      tpu_strbuf_puts(sb, "} ");
+      break;
+    }
+    case TPU_IR_CHOLESKY:
+      tpu_strbuf_printf(sb, "{lower = %s} ", ((const dims_attrs_t*)at)->v[0] ? "true" : "false");
+      break;
+    case TPU_IR_TRIANGULAR_SOLVE: {
+      static const char* const ops[] = {"NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"};
+      const int64_t* v = ((const dims_attrs_t*)at)->v;
+      tpu_strbuf_printf(sb, "{left_side = %s, lower = %s, transpose_a = #stablehlo<transpose %s>, "
+                        "unit_diagonal = %s} ", v[0] ? "true" : "false", v[1] ? "true" : "false",
+                        ops[v[3]], v[2] ? "true" : "false");
+      break;
+    }
     case TPU_IR_RNG_BITS:
       tpu_strbuf_puts(sb, "{rng_algorithm = #stablehlo<rng_algorithm PHILOX>} ");
       break;
