@@ -325,8 +325,10 @@ tpu_status_t tpu_lower_hardshrink(tpu_lower_ctx_t* cx) {
   return TPU_OK;
 }
 
-// hardshrink_backward / softshrink_backward(grad, self, lambd): 0 inside
-// [-lambd, lambd], else grad (CPU's shrink_backward, lambd in the dtype).
+// hardshrink_backward / softshrink_backward(grad, self, lambd): grad outside
+// [-lambd, lambd], else 0 (CPU's shrink_backward, lambd in the dtype). A NaN
+// self gives 0, as in CPU's vectorized loop (its scalar loop, which handles
+// the last few elements of a tensor, gives grad).
 tpu_status_t tpu_lower_shrink_backward(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t;
   TPU_RETURN_IF_ERROR(promote(cx, 0, 1, &t));
@@ -335,8 +337,11 @@ tpu_status_t tpu_lower_shrink_backward(tpu_lower_ctx_t* cx) {
   tpu_val_t v[2];
   TPU_RETURN_IF_ERROR(tpu_ew_inputs(cx, args, 2, t, tpu_opmath(t), 0, v));
   tpu_val_t l = lambd_like(cx, 2, t, v[1]);
-  tpu_val_t r = sel(cx, inside(cx, v[1], l), k(cx, v[0], 0), v[0]);
-  tpu_lower_out(cx, 0, tpu_ir_convert(cx->g, r, t));
+  tpu_graph_t* g = cx->g;
+  tpu_val_t outside = or2(cx, tpu_ir_compare(g, TPU_CMP_GT, v[1], l),
+                          tpu_ir_compare(g, TPU_CMP_LT, v[1], tpu_ir_unary(g, TPU_IR_NEG, l)));
+  tpu_val_t r = sel(cx, outside, v[0], k(cx, v[0], 0));
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, r, t));
   return TPU_OK;
 }
 
@@ -856,4 +861,61 @@ tpu_status_t tpu_lower_rrelu_with_noise(tpu_lower_ctx_t* cx) {
   tpu_lower_out(cx, 0, tpu_ir_convert(g, r, t));
   if (cx->num_out_dtypes == 0) tpu_lower_out(cx, 1, new_noise);
   return TPU_OK;
+}
+
+// kaiser_window.beta(window_length, periodic, beta, *, dtype, layout,
+// device, pin_memory): i0(beta * sqrt(|1 - ((n - a) / a)^2|)) / i0(beta),
+// a = (N - 1) / 2, over n = 0..N-1 (N = length + 1 when periodic, the last
+// point dropped). n comes from arange in the window's dtype, as on CPU; the
+// Bessel functions run in f64 (see bessel_abs).
+// kaiser_window(window_length, *, dtype, ...) and kaiser_window.periodic
+// (window_length, periodic, *, dtype, ...) take periodic = true and beta =
+// 12; `dtype_arg` is where each overload has its dtype.
+static tpu_status_t kaiser_window(tpu_lower_ctx_t* cx, bool periodic, double beta,
+                                  int dtype_arg) {
+  int64_t len = tpu_arg_int(cx, 0, 0);
+  tpu_dtype_t t = tpu_arg_dtype(cx, dtype_arg, tpu_default_float());
+  if (!tpu_dtype_is_float(t))
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "kaiser_window expects floating point dtypes, got: %s",
+                           tpu_dtype_torch_name(t));
+  if (len < 0)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "kaiser_window requires non-negative window_length, got "
+                           "window_length=%lld", (long long)len);
+  tpu_graph_t* g = cx->g;
+  if (len <= 1) {
+    tpu_lower_out(cx, 0, tpu_ir_const(g, t, 1, &len, 1));
+    return TPU_OK;
+  }
+  int64_t n = periodic ? len + 1 : len;
+  tpu_dtype_t ct = tpu_opmath(t);
+  tpu_val_t i = tpu_ir_convert(g, tpu_ir_convert(g, tpu_ir_iota(g, TPU_I64, &n, 1, 0), t), ct);
+  tpu_val_t alpha = tpu_ew_number_like(cx, i, (double)(n - 1) / 2.0);
+  tpu_val_t b = tpu_ew_number_like(cx, i, beta);
+  tpu_val_t r = tpu_ew_div(g, tpu_ew_sub(g, i, alpha), alpha);
+  tpu_val_t arg = tpu_ew_mul(g, b, tpu_ir_unary(g, TPU_IR_SQRT,
+                                                tpu_ir_unary(g, TPU_IR_ABS,
+                                                             tpu_ew_sub(g, k(cx, r, 1),
+                                                                        tpu_ew_mul(g, r, r)))));
+  tpu_val_t num = bessel_abs(cx, tpu_ir_unary(g, TPU_IR_ABS, tpu_ir_convert(g, arg, TPU_F64)), 0,
+                             false);
+  tpu_val_t den = bessel_abs(cx, tpu_ir_unary(g, TPU_IR_ABS, tpu_ir_convert(g, b, TPU_F64)), 0,
+                             false);
+  tpu_val_t w = tpu_ir_convert(g, tpu_ew_div(g, num, den), t);
+  if (periodic) {
+    int64_t start = 0;
+    w = tpu_ir_slice(g, w, &start, &len, NULL);
+  }
+  tpu_lower_out(cx, 0, w);
+  return TPU_OK;
+}
+tpu_status_t tpu_lower_kaiser_window(tpu_lower_ctx_t* cx) {
+  return kaiser_window(cx, tpu_arg_bool(cx, 1, true), tpu_arg_float(cx, 2, 12.0), 3);
+}
+tpu_status_t tpu_lower_kaiser_window_periodic(tpu_lower_ctx_t* cx) {
+  return kaiser_window(cx, tpu_arg_bool(cx, 1, true), 12.0, 2);
+}
+tpu_status_t tpu_lower_kaiser_window_default(tpu_lower_ctx_t* cx) {
+  return kaiser_window(cx, true, 12.0, 1);
 }
