@@ -1,5 +1,7 @@
-// More elementwise math and activations: heaviside, logaddexp(2),
-// nextafter, frexp, xlog1py, hardshrink / softshrink and their backward.
+// More math: heaviside, logaddexp(2), nextafter, frexp, xlog1py,
+// hardshrink / softshrink and their backward, prelu, rrelu_with_noise,
+// equal, linalg_cross, channel_shuffle, cummax / cummin, embedding_renorm_,
+// the modified Bessel functions i0 / i0e / i1 / i1e and kaiser_window.
 //
 // As in lower_elementwise.c, half-precision math runs in float and rounds
 // once, except where CPU's kernel rounds a step (noted). Ops that work on
