@@ -262,9 +262,23 @@ at::Tensor index_put_tpu(const at::Tensor& self, const IndexList& indices, const
       .boolean(accumulate).run()[0];
 }
 
+// equal(self, other) -> bool: tensors of different sizes are unequal (no
+// broadcasting); otherwise the `equal` row reduces on the device and the
+// bool is read back (a host synchronization, as on CUDA).
+bool equal_tpu(const at::Tensor& self, const at::Tensor& other) {
+  static const int row = row_id("equal");
+  TORCH_CHECK(self.device() == other.device(), "Cannot compare two tensors on different "
+              "devices. Got: ", self.device(), " and ", other.device());
+  if (!self.is_same_size(other)) return false;
+  if (self.numel() == 0) return true;
+  at::Tensor a = self.resolve_conj().resolve_neg(), b = other.resolve_conj().resolve_neg();
+  return RowCall(row, index_of_device(self)).tensor(a).tensor(b).run()[0].item<bool>();
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("equal", TORCH_FN(equal_tpu));
   m.impl("nonzero", TORCH_FN(nonzero_tpu));
   m.impl("nonzero.out", TORCH_FN(nonzero_out_tpu));
   m.impl("masked_select", TORCH_FN(masked_select_tpu));
