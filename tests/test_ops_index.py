@@ -719,3 +719,21 @@ def test_narrow_copy():
     check(lambda t: torch.narrow_copy(t, 1, 1, 2, out=torch.empty(0, device=t.device)), x)
     check_error(lambda t: torch.narrow_copy(t, 0, 7, 1), x)  # IndexError
     check_error(lambda t: torch.narrow_copy(t, 0, 4, 3), x)
+
+
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+def test_index_reduce(reduce):
+    idx = torch.tensor([1, 3, 1, 0])
+    for dtype in (torch.float32, torch.int64):
+        x = torch.randn(5, 3).mul(4).to(dtype)
+        src = torch.randn(4, 3).mul(4).to(dtype)
+        for include_self in (True, False):
+            check(lambda a, s: a.index_reduce(0, idx.to(a.device), s, reduce,
+                                              include_self=include_self), x, src)
+            check(lambda a, s: a.clone().index_reduce_(1, torch.tensor([2, 0], device=a.device),
+                                                       s, reduce, include_self=include_self),
+                  x, torch.randn(2, 5).mul(4).to(dtype).t())  # non-contiguous source
+    check_error(lambda a, s: a.index_reduce(0, torch.tensor([1, 9, 1, 0], device=a.device), s,
+                                            reduce), torch.randn(5, 3), torch.randn(4, 3))
+    check_error(lambda a, s: a.index_reduce(0, idx.to(a.device), s, "sum"),
+                torch.randn(5, 3), torch.randn(4, 3))

@@ -695,6 +695,25 @@ static tpu_val_t reduce_identity(tpu_graph_t* g, tpu_body_t body, tpu_dtype_t t,
   }
 }
 
+// Integer floor division and float division of a sum by a count (mean
+// reductions, in self's dtype as PyTorch counts).
+static tpu_val_t divide_mean(tpu_graph_t* g, tpu_val_t x, tpu_val_t count, tpu_dtype_t t) {
+  const tpu_type_t* ty = tpu_ir_type(g, x);
+  tpu_val_t zero = tpu_ir_const(g, t, 0, ty->dims, ty->rank);
+  tpu_val_t one = tpu_ir_const(g, t, 1, ty->dims, ty->rank);
+  count = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_EQ, count, zero), one, count);
+  if (tpu_dtype_is_integral(t, true)) {
+    tpu_val_t q = tpu_ir_binary(g, TPU_IR_DIV, x, count);
+    tpu_val_t r = tpu_ir_binary(g, TPU_IR_REM, x, count);
+    tpu_val_t fix = tpu_ir_binary(g, TPU_IR_AND, tpu_ir_compare(g, TPU_CMP_NE, r, zero),
+                                  tpu_ir_compare(g, TPU_CMP_LT, r, zero));
+    return tpu_ir_select(g, fix, tpu_ir_binary(g, TPU_IR_SUB, q, one), q);
+  }
+  tpu_dtype_t ct = tpu_opmath(t);
+  return tpu_ir_convert(g, tpu_ir_binary(g, TPU_IR_DIV, tpu_ir_convert(g, x, ct),
+                                         tpu_ir_convert(g, count, ct)), t);
+}
+
 // scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *,
 //                    bool include_self=True)
 tpu_status_t tpu_lower_scatter_reduce(tpu_lower_ctx_t* cx) {
@@ -740,21 +759,58 @@ tpu_status_t tpu_lower_scatter_reduce(tpu_lower_ctx_t* cx) {
     // and divides (floor division for integers) where the count is not 0.
     tpu_val_t count = tpu_ir_const(g, t, include_self ? 1 : 0, &len, 1);
     count = scatter_flat(g, count, off, tpu_ir_const(g, t, 1, id, n), n, TPU_BODY_ADD);
-    tpu_val_t zero = tpu_ir_const(g, t, 0, &len, 1), one = tpu_ir_const(g, t, 1, &len, 1);
-    count = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_EQ, count, zero), one, count);
-    if (tpu_dtype_is_integral(t, true)) {
-      tpu_val_t q = tpu_ir_binary(g, TPU_IR_DIV, x, count);
-      tpu_val_t r = tpu_ir_binary(g, TPU_IR_REM, x, count);
-      tpu_val_t fix = tpu_ir_binary(g, TPU_IR_AND, tpu_ir_compare(g, TPU_CMP_NE, r, zero),
-                                    tpu_ir_compare(g, TPU_CMP_LT, r, zero));
-      x = tpu_ir_select(g, fix, tpu_ir_binary(g, TPU_IR_SUB, q, one), q);
-    } else {
-      tpu_dtype_t ct = tpu_opmath(t);
-      x = tpu_ir_convert(g, tpu_ir_binary(g, TPU_IR_DIV, tpu_ir_convert(g, x, ct),
-                                          tpu_ir_convert(g, count, ct)), t);
-    }
+    x = divide_mean(g, x, count, t);
   }
   tpu_lower_out(cx, 0, tpu_ir_reshape(g, x, xd, r0));
+  return TPU_OK;
+}
+
+// index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *,
+//              bool include_self=True): scatter_reduce with one index per slice.
+tpu_status_t tpu_lower_index_reduce(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  const char* reduce = tpu_arg_string(cx, 4, "");
+  bool include_self = tpu_arg_bool(cx, 5, true), mean = !strcmp(reduce, "mean");
+  tpu_body_t body;
+  if (!strcmp(reduce, "prod")) body = TPU_BODY_MUL;
+  else if (mean) body = TPU_BODY_ADD;
+  else if (!strcmp(reduce, "amax")) body = TPU_BODY_MAX;
+  else if (!strcmp(reduce, "amin")) body = TPU_BODY_MIN;
+  else
+    return tpu_invalid("index_reduce(): Expected reduce to be one of prod, mean, amax or amin "
+                       "but got %s.", reduce);
+  int64_t dim;
+  TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 1, 0), tpu_arg_rank(cx, 0), &dim));
+  if (!is_index_dtype(tpu_arg_value_dtype(cx, 2)))
+    return tpu_invalid("index_reduce_(): Expected dtype int32/int64 for index but got: %s",
+                       tpu_dtype_torch_name(tpu_arg_value_dtype(cx, 2)));
+  int64_t m = prod(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
+  TPU_RETURN_IF_ERROR(check_index_source(cx, "index_reduce_", dim, m, TPU_CODE_INVALID_ARGUMENT));
+  int64_t d[TPU_MAX_RANK], sd[TPU_MAX_RANK];
+  int r0 = tpu_arg_rank(cx, 0), n = nonempty_shape(cx, 0, d);
+  nonempty_shape(cx, 3, sd);
+  tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
+  tpu_val_t idx = checked_index(cx, index_vector(cx, 2, &m), &m, 1, d[dim], false,
+                                TPU_CODE_OUT_OF_RANGE, "index out of range in self");
+  tpu_val_t x = tpu_lower_tensor(cx, 0);
+  if (m == 0 || prod(d, n) == 0) {
+    tpu_lower_out(cx, 0, x);
+    return TPU_OK;
+  }
+  x = tpu_ir_reshape(g, x, d, n);
+  tpu_val_t src = tpu_ir_reshape(g, tpu_lower_tensor(cx, 3), sd, n);
+  if (!include_self) {  // slices that receive an update start from the identity
+    tpu_val_t hit = scatter_dim(g, tpu_ir_const_i(g, TPU_BOOL, 0, d, n), n, (int)dim, idx,
+                                tpu_ir_const_i(g, TPU_BOOL, 1, sd, n), TPU_BODY_REPLACE);
+    x = tpu_ir_select(g, hit, reduce_identity(g, body, t, d, n), x);
+  }
+  x = scatter_dim(g, x, n, (int)dim, idx, src, body);
+  if (mean) {
+    tpu_val_t count = scatter_dim(g, tpu_ir_const(g, t, include_self ? 1 : 0, d, n), n,
+                                  (int)dim, idx, tpu_ir_const(g, t, 1, sd, n), TPU_BODY_ADD);
+    x = divide_mean(g, x, count, t);
+  }
+  tpu_lower_out(cx, 0, tpu_ir_reshape(g, x, r0 ? d : NULL, r0));
   return TPU_OK;
 }
 
