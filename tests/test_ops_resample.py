@@ -1,0 +1,208 @@
+"""Reflection / replication padding and nearest / linear / cubic upsampling
+against CPU: forward in float32/bfloat16 (and the other dtypes CPU has),
+negative padding, scales, align_corners, out=, backward, errors."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import TPU, NoFallback, assert_same, check, check_error, to_tpu
+
+A = torch.ops.aten
+FLOATS = [torch.float32, torch.bfloat16]
+TOL = {
+    torch.float32: dict(atol=1e-5, rtol=1e-5),
+    torch.float64: dict(atol=1e-12, rtol=1e-12),
+    torch.bfloat16: dict(atol=2e-2, rtol=2e-2),
+    torch.float16: dict(atol=2e-3, rtol=2e-3),
+}
+
+
+def rand(*shape, dtype=torch.float32, grad=False):
+    if dtype in (torch.uint8, torch.int8, torch.int32, torch.int64):
+        return torch.randint(0, 100, shape).to(dtype)
+    return torch.randn(shape).to(dtype).requires_grad_(grad)
+
+
+def check_grad(fn, *inputs, atol=None, rtol=None):
+    """Gradients of fn w.r.t. the inputs that require grad, for one random
+    output gradient, on CPU and on tpu (no CPU fallback)."""
+    out = fn(*inputs)
+    g = torch.randn_like(out)
+    leaves = [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]
+    expected = torch.autograd.grad(out, leaves, g)
+    tpu_inputs = [to_tpu(x) for x in inputs]
+    tpu_leaves = [x for x in tpu_inputs if isinstance(x, torch.Tensor) and x.requires_grad]
+    with NoFallback():
+        actual = torch.autograd.grad(fn(*tpu_inputs), tpu_leaves, g.to(TPU))
+    assert_same(expected, actual, atol=atol, rtol=rtol)
+
+
+#===--- padding ---===#
+
+PADS = [  # (input shape, pad); negative entries crop
+    ((2, 3, 5), (2, 3)),
+    ((3, 6), (1, -2)),
+    ((2, 3, 4, 5), (1, 2, 3, 0)),
+    ((3, 4, 5), (-1, 2, 1, -2)),
+    ((1, 2, 3, 4, 5), (1, 2, 0, 2, 2, 1)),
+    ((2, 3, 4, 5), (-1, -1, 1, 1, -1, 2)),
+]
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+@pytest.mark.parametrize("dtype", FLOATS + [torch.float64, torch.float16, torch.int64, torch.uint8])
+def test_pad(mode, dtype):
+    for shape, pad in PADS:
+        if len(pad) // 2 > len(shape) - 1:
+            continue
+        check(lambda x: F.pad(x, pad, mode=mode), rand(*shape, dtype=dtype))
+
+
+def test_pad_complex_and_zero_batch():
+    x = torch.randn(2, 3, 4, dtype=torch.complex64)
+    check(lambda x: F.pad(x, (2, 1), mode="reflect"), x)
+    check(lambda x: F.pad(x, (1, 1, 2, 0), mode="replicate"), torch.randn(0, 2, 3, 4))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_pad_backward(dtype):
+    tol = TOL[dtype]
+    for mode in ["reflect", "replicate"]:
+        for shape, pad in PADS:
+            check_grad(lambda x: F.pad(x, pad, mode=mode), rand(*shape, dtype=dtype, grad=True),
+                       **tol)
+
+
+def test_pad_out():
+    x = torch.randn(2, 3, 5)
+
+    def fn(x):
+        out = torch.empty(0, device=x.device)
+        r = A.reflection_pad1d.out(x, [2, 1], out=out)
+        out2 = torch.empty(0, device=x.device)
+        A.replication_pad2d.out(x, [1, 1, -1, 2], out=out2)
+        return r, out2
+    check(fn, x)
+
+
+def test_pad_errors():
+    check_error(lambda x: A.reflection_pad1d(x, [4, 1]), torch.randn(2, 3, 4))
+    check_error(lambda x: A.reflection_pad2d(x, [1, 1]), torch.randn(2, 3, 4, 4))
+    check_error(lambda x: A.replication_pad1d(x, [-3, -2]), torch.randn(2, 3, 4))
+    check_error(lambda x: A.replication_pad2d(x, [1, 1, 1, 1]), torch.randn(3, 4))
+    check_error(lambda x: A.reflection_pad1d(x, [1, 1]), torch.ones(2, 3, dtype=torch.bool))
+    check_error(lambda g, x: A.reflection_pad1d_backward(g, x, [1, 1]),
+                torch.randn(2, 3, 5), torch.randn(2, 3, 4))
+
+
+#===--- upsampling ---===#
+
+# (input shape, size, scale_factor): output size or scale (the scale then
+# shapes the index math)
+NEAREST = [
+    ((2, 3, 5), 7, None),
+    ((2, 3, 5), None, 1.7),
+    ((1, 2, 4), 8, None),
+    ((1, 2, 6), 4, None),
+    ((2, 3, 4, 5), (7, 3), None),
+    ((2, 3, 4, 5), None, (2.0, 0.6)),
+    ((1, 2, 3, 4, 3), (5, 4, 7), None),
+    ((1, 2, 3, 4, 3), None, 1.5),
+]
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("dtype", FLOATS + [torch.float64, torch.uint8])
+def test_nearest(mode, dtype):
+    for shape, size, sf in NEAREST:
+        check(lambda x: F.interpolate(x, size=size, scale_factor=sf, mode=mode),
+              rand(*shape, dtype=dtype))
+
+
+# (input size, output size, scale) where CPU's float rounding decides which
+# input an output reads: equal sizes with a scale, doubling, one output,
+# scales that are not 1/integer, and a double-only case of nearest-exact
+INDEX_CASES = [(2, 2, 1.7), (5, 10, None), (5, 10, 2.5), (4, 1, None), (12, 17, 1.7),
+               (6, 17, 17 / 6), (14, 23, None), (7, 13, 0.3), (3, 5, None)]
+
+
+@pytest.mark.parametrize("exact", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_nearest_indices(exact, dtype):
+    fwd = A._upsample_nearest_exact1d if exact else A.upsample_nearest1d
+    bwd = A._upsample_nearest_exact1d_backward if exact else A.upsample_nearest1d_backward
+    for i, o, scale in INDEX_CASES:
+        check(lambda x: fwd(x, [o], scale), torch.arange(i, dtype=dtype).view(1, 1, i))
+        check(lambda g: bwd(g, [o], [1, 1, i], scale), torch.randn(1, 1, o, dtype=dtype),
+              **TOL[dtype])
+
+
+INTERP = [  # (mode, input shape, size, scale_factor)
+    ("linear", (2, 3, 5), 8, None),
+    ("linear", (2, 3, 8), 5, None),
+    ("linear", (2, 3, 5), None, 1.7),
+    ("linear", (1, 2, 5), 5, None),
+    ("trilinear", (1, 2, 3, 4, 3), (5, 2, 7), None),
+    ("trilinear", (1, 2, 3, 4, 3), None, 1.5),
+]
+
+
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("dtype", FLOATS + [torch.float64])
+def test_interpolate(align, dtype):
+    for mode, shape, size, sf in INTERP:
+        check(lambda x: F.interpolate(x, size=size, scale_factor=sf, mode=mode,
+                                      align_corners=align), rand(*shape, dtype=dtype), **TOL[dtype])
+
+
+BACKWARD_2D = [  # (op, input size, output size, scales)
+    (A.upsample_bilinear2d_backward, (2, 3, 4, 5), (7, 3), (None, None)),
+    (A.upsample_bilinear2d_backward, (1, 2, 4, 5), (8, 3), (2.0, 0.6)),
+    (A.upsample_bicubic2d_backward, (2, 3, 4, 5), (7, 3), (None, None)),
+    (A.upsample_bicubic2d_backward, (1, 2, 5, 4), (7, 10), (1.5, 2.5)),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.float64])
+def test_backward_2d(dtype):
+    """The 2-D bilinear / bicubic backward ops (their forward ops run on the
+    CPU fallback, see lower_resample.c)."""
+    for op, isz, osz, scales in BACKWARD_2D:
+        for align in [False, True]:
+            g = rand(isz[0], isz[1], *osz, dtype=dtype)
+            check(lambda g: op(g, list(osz), list(isz), align, *scales), g, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_upsample_backward(dtype):
+    tol = TOL[dtype] if dtype != torch.bfloat16 else dict(atol=6e-2, rtol=3e-2)
+    for mode, shape, size, sf in INTERP[::2]:
+        check_grad(lambda x: F.interpolate(x, size=size, scale_factor=sf, mode=mode,
+                                           align_corners=True),
+                   rand(*shape, dtype=dtype, grad=True), **tol)
+    for mode in ["nearest", "nearest-exact"]:
+        for shape, size, sf in NEAREST[1::2]:
+            check_grad(lambda x: F.interpolate(x, size=size, scale_factor=sf, mode=mode),
+                       rand(*shape, dtype=dtype, grad=True), **tol)
+
+
+def test_upsample_out():
+    x = torch.randn(2, 3, 4, 5)
+
+    def fn(x):
+        o1 = torch.empty(0, device=x.device)
+        A.upsample_linear1d.out(x[0], [7], True, None, out=o1)
+        o2 = torch.empty(0, device=x.device)
+        A.upsample_nearest2d.out(x, [6, 7], None, None, out=o2)
+        return o1, o2
+    check(fn, x)
+
+
+def test_upsample_errors():
+    check_error(lambda x: A.upsample_nearest2d(x, [5, 5]), torch.randn(2, 3, 4))
+    check_error(lambda x: A.upsample_nearest2d(x, [0, 5]), torch.randn(2, 3, 4, 4))
+    check_error(lambda x: A.upsample_nearest2d(x, [5, 5]), torch.randn(2, 0, 4, 4))
+    check_error(lambda x: A.upsample_nearest2d(x, [5, 5]), torch.ones(2, 3, 4, 4, dtype=torch.int8))
+    check_error(lambda x: A.upsample_linear1d(x, [5], False), torch.ones(2, 3, 4, dtype=torch.uint8))
+    check_error(lambda g: A.upsample_bilinear2d_backward(g, [5, 5], [2, 3, 4, 4], False),
+                torch.randn(2, 3, 5, 4))
