@@ -206,3 +206,40 @@ def test_upsample_errors():
     check_error(lambda x: A.upsample_linear1d(x, [5], False), torch.ones(2, 3, 4, dtype=torch.uint8))
     check_error(lambda g: A.upsample_bilinear2d_backward(g, [5, 5], [2, 3, 4, 4], False),
                 torch.randn(2, 3, 5, 4))
+
+
+#===--- unfold / fold (im2col / col2im) ---===#
+
+WINDOWS = [  # (input shape, kernel, dilation, padding, stride)
+    ((2, 3, 5, 6), (2, 3), 1, 0, 1),
+    ((2, 3, 7, 6), (3, 2), (2, 1), (1, 2), (2, 3)),
+    ((3, 6, 5), 2, 1, 1, 2),
+    ((1, 2, 4, 4), 1, 1, 0, 1),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.float64, torch.bool, torch.complex64])
+def test_unfold_fold(dtype):
+    for shape, k, d, p, s in WINDOWS:
+        x = rand(*shape) if dtype != torch.bool else torch.rand(shape) > 0.5
+        x = x.to(dtype)
+        cols = F.unfold(x, k, d, p, s)
+        check(lambda x: F.unfold(x, k, d, p, s), x)
+        check(lambda c: F.fold(c, shape[-2:], k, d, p, s), cols, **TOL.get(dtype, {}))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_unfold_fold_backward(dtype):
+    for shape, k, d, p, s in WINDOWS[:3]:
+        x = rand(*shape, dtype=dtype, grad=True)
+        check_grad(lambda x: F.unfold(x, k, d, p, s), x, **TOL[dtype])
+        c = F.unfold(x, k, d, p, s).detach().requires_grad_()
+        check_grad(lambda c: F.fold(c, shape[-2:], k, d, p, s), c, **TOL[dtype])
+
+
+def test_unfold_fold_errors():
+    check_error(lambda x: A.im2col(x, [5, 2], [1, 1], [0, 0], [1, 1]), torch.randn(2, 3, 4, 4))
+    check_error(lambda x: A.im2col(x, [2, 2], [1, 1], [0, 0], [0, 1]), torch.randn(2, 3, 4, 4))
+    check_error(lambda x: A.im2col(x, [2, 2], [1, 1], [0, 0], [1, 1]), torch.ones(3, 4, 4).long())
+    check_error(lambda x: A.col2im(x, [4, 4], [2, 2], [1, 1], [0, 0], [1, 1]), torch.randn(2, 11, 9))
+    check_error(lambda x: A.col2im(x, [4, 4], [2, 2], [1, 1], [0, 0], [1, 1]), torch.randn(2, 12, 8))
