@@ -142,6 +142,7 @@ INTERP = [  # (mode, input shape, size, scale_factor)
     ("linear", (2, 3, 8), 5, None),
     ("linear", (2, 3, 5), None, 1.7),
     ("linear", (1, 2, 5), 5, None),
+    ("linear", (1, 2, 4), 1, None),
     ("trilinear", (1, 2, 3, 4, 3), (5, 2, 7), None),
     ("trilinear", (1, 2, 3, 4, 3), None, 1.5),
 ]
@@ -160,6 +161,8 @@ BACKWARD_2D = [  # (op, input size, output size, scales)
     (A.upsample_bilinear2d_backward, (1, 2, 4, 5), (8, 3), (2.0, 0.6)),
     (A.upsample_bicubic2d_backward, (2, 3, 4, 5), (7, 3), (None, None)),
     (A.upsample_bicubic2d_backward, (1, 2, 5, 4), (7, 10), (1.5, 2.5)),
+    (A.upsample_bicubic2d_backward, (1, 2, 4, 4), (1, 1), (None, None)),
+    (A.upsample_bilinear2d_backward, (1, 2, 4, 4), (1, 3), (None, None)),
 ]
 
 

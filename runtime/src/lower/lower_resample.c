@@ -367,11 +367,14 @@ static double src_pos(double ratio, int64_t o, bool align, bool cubic, bool dbl)
   return (!cubic && s < 0) ? 0.0 : (double)s;
 }
 
-// CPU's ratio: (in-1)/(out-1) with align_corners, else the scale; 0 for a
-// single output.
+// CPU's ratio: (in-1)/(out-1) with align_corners (0 for a single output),
+// else the scale.
 static double ratio_of(int64_t in, int64_t out, bool align, double scale, bool dbl) {
-  if (out <= 1) return 0;
-  if (align) return dbl ? (double)(in - 1) / (double)(out - 1) : (double)((float)(in - 1) / (float)(out - 1));
+  if (align) {
+    if (out <= 1) return 0;
+    return dbl ? (double)(in - 1) / (double)(out - 1)
+               : (double)((float)(in - 1) / (float)(out - 1));
+  }
   return dbl ? scale_d(scale, in, out) : (double)scale_f(scale, in, out);
 }
 
