@@ -143,6 +143,10 @@ INTERP = [  # (mode, input shape, size, scale_factor)
     ("linear", (2, 3, 5), None, 1.7),
     ("linear", (1, 2, 5), 5, None),
     ("linear", (1, 2, 4), 1, None),
+    ("bilinear", (2, 3, 4, 5), (7, 3), None),
+    ("bilinear", (1, 2, 4, 5), None, (2.0, 0.6)),
+    ("bicubic", (2, 3, 4, 5), (7, 3), None),
+    ("bicubic", (1, 2, 5, 4), None, (1.5, 2.5)),
     ("trilinear", (1, 2, 3, 4, 3), (5, 2, 7), None),
     ("trilinear", (1, 2, 3, 4, 3), None, 1.5),
 ]
@@ -154,6 +158,20 @@ def test_interpolate(align, dtype):
     for mode, shape, size, sf in INTERP:
         check(lambda x: F.interpolate(x, size=size, scale_factor=sf, mode=mode,
                                       align_corners=align), rand(*shape, dtype=dtype), **TOL[dtype])
+
+
+# uint8 images: CPU's fixed-point separable path, integer for integer
+U8_CASES = [((2, 3, 4, 5), (7, 3), (None, None)), ((1, 4, 6, 6), (12, 12), (None, None)),
+            ((1, 3, 8, 8), (5, 13), (None, None)), ((1, 1, 5, 7), (9, 4), (2.0, 0.6)),
+            ((1, 2, 5, 5), (5, 9), (None, None))]
+
+
+@pytest.mark.parametrize("op", [A.upsample_bilinear2d, A.upsample_bicubic2d])
+@pytest.mark.parametrize("align", [False, True])
+def test_resize_uint8(op, align):
+    for shape, osz, scales in U8_CASES:
+        x = torch.randint(0, 256, shape, dtype=torch.uint8)
+        check(lambda x: op(x, list(osz), align, *scales), x)
 
 
 BACKWARD_2D = [  # (op, input size, output size, scales)
@@ -168,8 +186,7 @@ BACKWARD_2D = [  # (op, input size, output size, scales)
 
 @pytest.mark.parametrize("dtype", FLOATS + [torch.float64])
 def test_backward_2d(dtype):
-    """The 2-D bilinear / bicubic backward ops (their forward ops run on the
-    CPU fallback, see lower_resample.c)."""
+    """The 2-D bilinear / bicubic backward ops, with explicit scales."""
     for op, isz, osz, scales in BACKWARD_2D:
         for align in [False, True]:
             g = rand(isz[0], isz[1], *osz, dtype=dtype)
@@ -179,7 +196,7 @@ def test_backward_2d(dtype):
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_upsample_backward(dtype):
     tol = TOL[dtype] if dtype != torch.bfloat16 else dict(atol=6e-2, rtol=3e-2)
-    for mode, shape, size, sf in INTERP[::2]:
+    for mode, shape, size, sf in INTERP[::3]:
         check_grad(lambda x: F.interpolate(x, size=size, scale_factor=sf, mode=mode,
                                            align_corners=True),
                    rand(*shape, dtype=dtype, grad=True), **tol)
@@ -194,7 +211,7 @@ def test_upsample_out():
 
     def fn(x):
         o1 = torch.empty(0, device=x.device)
-        A.upsample_linear1d.out(x[0], [7], True, None, out=o1)
+        A.upsample_bilinear2d.out(x, [6, 7], True, None, None, out=o1)
         o2 = torch.empty(0, device=x.device)
         A.upsample_nearest2d.out(x, [6, 7], None, None, out=o2)
         return o1, o2

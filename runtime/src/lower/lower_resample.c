@@ -443,16 +443,140 @@ static void cubic_taps(taps_t* t, double scale, bool align, bool dbl) {
   }
 }
 
+//===--- upsampling: uint8 images ---===//
+
+// CPU resizes uint8 images (bilinear, bicubic) in fixed point, one dimension
+// at a time (the last first), rounding to uint8 after each: per output, a
+// few int16 weights (the float weights, with taps past an edge folded into
+// the edge tap, scaled by 2^precision) multiply the pixels, and the sum is
+// rounded, shifted back and saturated. This follows that computation so the
+// results are the same integers.
+
+static double filter_linear(double x) {
+  x = fabs(x);
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+static double filter_cubic(double x) {  // A = -0.75, as CPU without antialias
+  const double a = -0.75;
+  x = fabs(x);
+  if (x < 1.0) return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < 2.0) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  return 0.0;
+}
+
+// Integer taps of one dimension; returns the weights' precision (bits).
+static int u8_taps(taps_t* t, double opt_scale, bool align, bool cubic) {
+  int64_t in = t->in, out = t->out;
+  int isz = cubic ? 4 : 2;
+  int64_t support = isz / 2;
+  double scale = align ? (out > 1 ? (double)(in - 1) / (double)(out - 1) : 0.0)
+                       : scale_d(opt_scale, in, out);
+  double wmax = 0;
+  for (int64_t o = 0; o < out; ++o) {
+    double r = align ? scale * (double)o : scale * ((double)o + 0.5) - 0.5;
+    if (!cubic && r < 0) r = 0;
+    int64_t i0 = min_i64((int64_t)floor(r), in - 1);
+    double l = r - (double)i0;
+    l = l < 0 ? 0 : l > 1 ? 1 : l;
+    int64_t umin = i0 - support + 1, umax = i0 + support + 1;
+    int64_t imin = umin > 0 ? umin : 0;
+    int64_t isize = min_i64(umax, in) - imin;
+    isize = isize < 0 ? 0 : isize > isz ? isz : isize;
+    double w[4] = {0, 0, 0, 0};
+    int64_t wi = 0;
+    for (int j = 0; j < isz; ++j) {
+      double f = (cubic ? filter_cubic : filter_linear)((double)(j + 1 - support) - l);
+      if (umin + j <= 0)
+        wi = 0;
+      else if (umin + j >= in - 1)
+        wi = isize - 1;
+      if (wi >= 0 && wi < isz) {
+        w[wi] += f;
+        if (w[wi] > wmax) wmax = w[wi];
+      }
+      ++wi;
+    }
+    for (int j = 0; j < isz; ++j) {
+      t->idx[j][o] = min_i64(imin + j, in - 1);
+      t->w[j][o] = j < isize ? w[j] : 0.0;  // CPU reads only isize taps
+    }
+  }
+  int p = 0;
+  for (p = 0; p < 22; ++p)
+    if ((int)(0.5 + wmax * (double)(1 << (p + 1))) >= (1 << 15)) break;
+  for (int j = 0; j < isz; ++j)
+    for (int64_t o = 0; o < out; ++o) {
+      double v = t->w[j][o] * (double)(1 << p);
+      t->w[j][o] = (double)(int16_t)(v < 0 ? (int)(-0.5 + v) : (int)(0.5 + v));
+    }
+  return p;
+}
+
+// One fixed-point pass along `dim` of the uint8 value x (shape d).
+static tpu_val_t u8_pass(tpu_graph_t* g, tpu_val_t x, int64_t* d, int n, int dim,
+                         const taps_t* t, int p) {
+  int64_t od[TPU_MAX_RANK];
+  memcpy(od, d, sizeof(int64_t) * (size_t)n);
+  od[dim] = t->out;
+  int64_t* wi = tpu_graph_alloc(g, (size_t)t->out * sizeof(int64_t));
+  if (!wi) return TPU_VAL_NONE;
+  tpu_val_t xi = tpu_ir_convert(g, x, TPU_I32);
+  tpu_val_t acc = tpu_ir_const_i(g, TPU_I32, (int64_t)1 << (p - 1), od, n);
+  for (int j = 0; j < t->k; ++j) {
+    for (int64_t o = 0; o < t->out; ++o) wi[o] = (int64_t)t->w[j][o];
+    int64_t bd = dim;
+    tpu_val_t w = tpu_ir_broadcast(
+        g, tpu_ir_convert(g, tpu_ir_const_i64_array(g, wi, t->out), TPU_I32), od, n, &bd);
+    tpu_val_t v = take(g, xi, d, n, dim, t->idx[j], t->out);
+    acc = tpu_ir_binary(g, TPU_IR_ADD, acc, tpu_ir_binary(g, TPU_IR_MUL, v, w));
+  }
+  acc = tpu_ir_binary(g, TPU_IR_SHR_A, acc, tpu_ir_const_i(g, TPU_I32, p, od, n));
+  acc = tpu_ir_binary(g, TPU_IR_MAX, acc, tpu_ir_const_i(g, TPU_I32, 0, od, n));
+  acc = tpu_ir_binary(g, TPU_IR_MIN, acc, tpu_ir_const_i(g, TPU_I32, 255, od, n));
+  d[dim] = t->out;
+  return tpu_ir_convert(g, acc, TPU_U8);
+}
+
+// upsample_bilinear2d / upsample_bicubic2d of a uint8 tensor (argument 0).
+static tpu_status_t u8_resize(tpu_lower_ctx_t* cx, bool cubic, const int64_t* osz,
+                              const double* scale, bool align) {
+  tpu_graph_t* g = cx->g;
+  int n = tpu_arg_rank(cx, 0);
+  int64_t d[TPU_MAX_RANK];
+  memcpy(d, tpu_arg_sizes(cx, 0), sizeof(int64_t) * (size_t)n);
+  int64_t od[TPU_MAX_RANK];
+  memcpy(od, d, sizeof od);
+  od[n - 2] = osz[0];
+  od[n - 1] = osz[1];
+  if (prod(od, n) == 0) {
+    tpu_lower_out(cx, 0, tpu_ir_const(g, TPU_U8, 0, od, n));
+    return TPU_OK;
+  }
+  tpu_val_t x = tpu_lower_tensor(cx, 0);
+  for (int s = 1; s >= 0; --s) {  // width first, as CPU
+    int dim = n - 2 + s;
+    if (d[dim] == osz[s]) continue;  // CPU skips dimensions that keep their size
+    taps_t t;
+    if (!taps_alloc(g, &t, d[dim], osz[s], cubic ? 4 : 2, true)) return oom();
+    int p = u8_taps(&t, scale[s], align, cubic);
+    x = u8_pass(g, x, d, n, dim, &t, p);
+  }
+  tpu_lower_out(cx, 0, x);
+  return TPU_OK;
+}
+
 //===--- upsampling: lowerings ---===//
 
 typedef enum mode { NEAREST, NEAREST_EXACT, LINEAR, CUBIC } interp_mode_t;
 
-// Which dtypes CPU accepts (of the ops lowered here): nearest reads any
-// float or uint8 forward, interpolation and every backward floats only.
-static bool dtype_ok(tpu_dtype_t t, interp_mode_t m, bool backward) {
+// Which dtypes CPU accepts: nearest reads any float or uint8 forward,
+// interpolation floats (and uint8 for the 2-D bilinear and bicubic), and
+// every backward floats only.
+static bool dtype_ok(tpu_dtype_t t, interp_mode_t m, int ns, bool backward) {
   bool fl = t == TPU_F32 || t == TPU_F64 || t == TPU_BF16 || t == TPU_F16;
   if (fl) return true;
-  return !backward && t == TPU_U8 && (m == NEAREST || m == NEAREST_EXACT);
+  return !backward && t == TPU_U8 && (m == NEAREST || m == NEAREST_EXACT || ns == 2);
 }
 
 // Reads the optional scales (arguments first..first+ns) into scale[]: -1
@@ -519,10 +643,11 @@ static tpu_status_t upsample_forward(tpu_lower_ctx_t* cx, const char* op, interp
                            n, shape_str(d, n, a, sizeof a));
   }
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
-  if (!dtype_ok(t, m, false)) return not_implemented(op, t);
+  if (!dtype_ok(t, m, ns, false)) return not_implemented(op, t);
   bool align = interp && tpu_arg_bool(cx, 2, false);
   double scale[3];
   read_scales(cx, interp ? 3 : 2, ns, scale);
+  if (t == TPU_U8 && interp) return u8_resize(cx, m == CUBIC, osz, scale, align);
   taps_t taps[3];
   TPU_RETURN_IF_ERROR(upsample_taps(cx, m, ns, d + 2, osz, scale, align, false, t == TPU_F64, taps));
   tpu_lower_out(cx, 0, run_taps(cx, 0, taps, ns, false));
@@ -557,7 +682,7 @@ static tpu_status_t upsample_backward(tpu_lower_ctx_t* cx, const char* op, inter
                              (long long)want, i, (long long)gd[i]);
   }
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
-  if (!dtype_ok(t, m, true)) return not_implemented(op, t);
+  if (!dtype_ok(t, m, ns, true)) return not_implemented(op, t);
   bool align = interp && tpu_arg_bool(cx, 3, false);
   double scale[3];
   read_scales(cx, interp ? 4 : 3, ns, scale);
@@ -586,12 +711,8 @@ UPSAMPLE_LOWERINGS(_upsample_nearest_exact2d, NEAREST_EXACT, 2)
 UPSAMPLE_LOWERINGS(_upsample_nearest_exact3d, NEAREST_EXACT, 3)
 UPSAMPLE_LOWERINGS(upsample_linear1d, LINEAR, 1)
 UPSAMPLE_LOWERINGS(upsample_trilinear3d, LINEAR, 3)
-// The 2-D bilinear and bicubic forward ops are left to the CPU fallback:
-// CPU also takes uint8 images there, with its own fixed-point rounding
-// (which differs by channel count and CPU features) that a float
-// computation misses by one. Their backward ops take floats only.
-UPSAMPLE_BACKWARD(upsample_bilinear2d, LINEAR, 2)
-UPSAMPLE_BACKWARD(upsample_bicubic2d, CUBIC, 2)
+UPSAMPLE_LOWERINGS(upsample_bilinear2d, LINEAR, 2)
+UPSAMPLE_LOWERINGS(upsample_bicubic2d, CUBIC, 2)
 
 //===--- im2col and col2im (unfold / fold) ---===//
 
