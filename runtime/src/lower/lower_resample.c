@@ -1,5 +1,6 @@
 // Resampling and padding: reflection and replication padding, nearest,
-// (bi/tri)linear and bicubic upsampling, and their backward ops.
+// (bi/tri)linear and bicubic upsampling, their backward ops, and im2col /
+// col2im (unfold / fold).
 //
 // All of these are separable: along each padded or resampled dimension,
 // output position o reads a few input positions ("taps") with weights, and
@@ -12,7 +13,8 @@
 //
 // Selection-only ops (padding, nearest) gather in the tensor's own dtype, so
 // every dtype is exact; weighted ones compute in float (double for double)
-// and round once, as CPU does.
+// and round once, as CPU does, except uint8 images, which follow CPU's
+// fixed-point path (see u8_taps).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,8 +206,8 @@ static tpu_status_t not_implemented(const char* op, tpu_dtype_t t) {
 // Padding pairs (last dim first, as PyTorch lists them) to taps of the last
 // ns dims of `in` (rank n). Output position o reads source o - lo, reflected
 // about the edges (reflect) or clamped to them (replicate).
-static tpu_status_t pad_taps(tpu_lower_ctx_t* cx, const char* op, bool reflect, int ns,
-                             const int64_t* in, int n, const int64_t* pad, taps_t* taps) {
+static tpu_status_t pad_taps(tpu_lower_ctx_t* cx, bool reflect, int ns, const int64_t* in,
+                             int n, const int64_t* pad, taps_t* taps) {
   char a[128];
   for (int s = 0; s < ns; ++s) {
     int dim = n - ns + s;
@@ -224,7 +226,6 @@ static tpu_status_t pad_taps(tpu_lower_ctx_t* cx, const char* op, bool reflect, 
                              "input (%s: %lld) is too small. Calculated output %s: %lld", nm,
                              (long long)size, nm, (long long)out);
     }
-    (void)op;
     if (!taps_alloc(cx->g, &taps[s], size, out, 1, false)) return oom();
     for (int64_t o = 0; o < out; ++o) {
       int64_t j = o - lo;
@@ -269,7 +270,7 @@ static tpu_status_t pad_forward(tpu_lower_ctx_t* cx, const char* op, bool reflec
   const int64_t* pad;
   TPU_RETURN_IF_ERROR(pad_check(cx, op, 0, ns, 1, &pad));
   taps_t taps[3];
-  TPU_RETURN_IF_ERROR(pad_taps(cx, op, reflect, ns, tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0),
+  TPU_RETURN_IF_ERROR(pad_taps(cx, reflect, ns, tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0),
                                pad, taps));
   tpu_lower_out(cx, 0, run_taps(cx, 0, taps, ns, false));
   return TPU_OK;
@@ -284,7 +285,7 @@ static tpu_status_t pad_backward(tpu_lower_ctx_t* cx, const char* op, bool refle
   const int64_t* in = tpu_arg_sizes(cx, 1);
   const int64_t* gd = tpu_arg_sizes(cx, 0);
   taps_t taps[3];
-  TPU_RETURN_IF_ERROR(pad_taps(cx, op, reflect, ns, in, n, pad, taps));
+  TPU_RETURN_IF_ERROR(pad_taps(cx, reflect, ns, in, n, pad, taps));
   bool ok = tpu_arg_rank(cx, 0) == n;
   for (int i = 0; ok && i < n; ++i) ok = gd[i] == (i < n - ns ? in[i] : taps[i - (n - ns)].out);
   if (!ok) {
