@@ -247,8 +247,8 @@ static tpu_status_t pad_check(tpu_lower_ctx_t* cx, const char* op, int arg, int 
                               int padarg, const int64_t** pad) {
   int np = tpu_arg_ints(cx, padarg, pad);
   if (np != 2 * ns)
-    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "padding size is expected to be %d, but got: %d",
-                           2 * ns, np);
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "padding size is expected to be %d, but got: %d", 2 * ns, np);
   int n = tpu_arg_rank(cx, arg);
   const int64_t* d = tpu_arg_sizes(cx, arg);
   bool ok = n == ns + 1 || n == ns + 2;
@@ -650,14 +650,16 @@ static tpu_status_t upsample_forward(tpu_lower_ctx_t* cx, const char* op, interp
   read_scales(cx, interp ? 3 : 2, ns, scale);
   if (t == TPU_U8 && interp) return u8_resize(cx, m == CUBIC, osz, scale, align);
   taps_t taps[3];
-  TPU_RETURN_IF_ERROR(upsample_taps(cx, m, ns, d + 2, osz, scale, align, false, t == TPU_F64, taps));
+  TPU_RETURN_IF_ERROR(
+      upsample_taps(cx, m, ns, d + 2, osz, scale, align, false, t == TPU_F64, taps));
   tpu_lower_out(cx, 0, run_taps(cx, 0, taps, ns, false));
   return TPU_OK;
 }
 
 // upsample_*_backward(Tensor grad_output, SymInt[N] output_size,
 // SymInt[N+2] input_size, [bool align_corners,] float? scales...)
-static tpu_status_t upsample_backward(tpu_lower_ctx_t* cx, const char* op, interp_mode_t m, int ns) {
+static tpu_status_t upsample_backward(tpu_lower_ctx_t* cx, const char* op, interp_mode_t m,
+                                      int ns) {
   bool interp = m == LINEAR || m == CUBIC;
   const int64_t *osz, *isz;
   int no = tpu_arg_ints(cx, 1, &osz), ni = tpu_arg_ints(cx, 2, &isz);
@@ -688,7 +690,8 @@ static tpu_status_t upsample_backward(tpu_lower_ctx_t* cx, const char* op, inter
   double scale[3];
   read_scales(cx, interp ? 4 : 3, ns, scale);
   taps_t taps[3];
-  TPU_RETURN_IF_ERROR(upsample_taps(cx, m, ns, isz + 2, osz, scale, align, true, t == TPU_F64, taps));
+  TPU_RETURN_IF_ERROR(
+      upsample_taps(cx, m, ns, isz + 2, osz, scale, align, true, t == TPU_F64, taps));
   tpu_lower_out(cx, 0, run_taps(cx, 0, taps, ns, true));
   return TPU_OK;
 }
