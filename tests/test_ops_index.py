@@ -737,3 +737,8 @@ def test_index_reduce(reduce):
                                             reduce), torch.randn(5, 3), torch.randn(4, 3))
     check_error(lambda a, s: a.index_reduce(0, idx.to(a.device), s, "sum"),
                 torch.randn(5, 3), torch.randn(4, 3))
+
+
+def test_gather_empty_index_of_any_dtype():
+    # CPU reads no index, so it does not check the index dtype.
+    check(lambda x, i: torch.gather(x, 0, i), torch.randn(5), torch.empty(0, dtype=torch.uint8))

@@ -459,8 +459,18 @@ def _samples(op, dtype, requires_grad=False):
     return list(op.sample_inputs("cpu", dtype, requires_grad=requires_grad))
 
 
-def _unpack(sample, transform):
-    return types.SimpleNamespace(input=transform(sample.input), args=transform(sample.args),
+# Positional arguments that an OpInfo creates on the CPU for every device
+# because the operator reads them on the host (PyTorch refuses them on a
+# device): they are not moved to tpu.
+HOST_ARGS = {
+    "tensor_split": {0},  # indices_or_sections as a tensor
+}
+
+
+def _unpack(sample, transform, key=None):
+    host = HOST_ARGS.get(key, ())
+    args = tuple(a if i in host else transform(a) for i, a in enumerate(sample.args))
+    return types.SimpleNamespace(input=transform(sample.input), args=args,
                                  kwargs=transform(sample.kwargs))
 
 
@@ -701,7 +711,7 @@ def run_case(op, key, dtype, variant, samples=None, max_samples=None):
                 return post(op(_clone(s.input), *_clone(s.args), **_clone(s.kwargs)))
 
             def run_tpu(s=s, post=post):
-                t = _unpack(s, _to_tpu)
+                t = _unpack(s, _to_tpu, key)
                 return post(op(t.input, *t.args, **t.kwargs))
 
             def ref(s=s, post=post):
@@ -714,7 +724,7 @@ def run_case(op, key, dtype, variant, samples=None, max_samples=None):
                 return fn(_clone(s.input), *_clone(s.args), **_clone(s.kwargs))
 
             def run_tpu(s=s, fn=fn):
-                t = _unpack(s, _to_tpu)
+                t = _unpack(s, _to_tpu, key)
                 return fn(t.input, *t.args, **t.kwargs)
 
             def ref(s=s):
@@ -735,7 +745,7 @@ def run_case(op, key, dtype, variant, samples=None, max_samples=None):
                 return (r, out)
 
             def run_tpu(s=s, out_tpu=out_tpu):
-                t = _unpack(s, _to_tpu)
+                t = _unpack(s, _to_tpu, key)
                 r = op(t.input, *t.args, out=out_tpu, **t.kwargs)
                 return (r, out_tpu)
 
@@ -744,7 +754,7 @@ def run_case(op, key, dtype, variant, samples=None, max_samples=None):
                 return (r, r)
             _run_pair(run_cpu, run_tpu, res, atol, rtol, meta_only, what, ties, reference=ref)
         elif variant == "grad":
-            _run_grad(op, s, res, atol, rtol, meta_only, what)
+            _run_grad(op, key, s, res, atol, rtol, meta_only, what)
     m1 = torchtpu.metrics()
     out = {
         "op": key, "dtype": DTYPE_NAMES[dtype], "variant": variant, "status": res.status(),
@@ -782,7 +792,7 @@ def _grad_outputs(outs):
     return ts, grads
 
 
-def _run_grad(op, s, res, atol, rtol, meta_only, what):
+def _run_grad(op, key, s, res, atol, rtol, meta_only, what):
     variant_fn = op.get_op()
 
     def forward(sample):
@@ -812,7 +822,7 @@ def _run_grad(op, s, res, atol, rtol, meta_only, what):
             if isinstance(x, dict):
                 return {k: cl(v) for k, v in x.items()}
             return x
-        c = _unpack(s, cl)
+        c = _unpack(s, cl, key)
         outs, grads = _grad_outputs(forward(c))
         if not outs:
             raise _NoGrad()
@@ -821,7 +831,7 @@ def _run_grad(op, s, res, atol, rtol, meta_only, what):
 
     def run_tpu():
         gmap = {}
-        t = _unpack(s, lambda x: _to_tpu(x, gmap))
+        t = _unpack(s, lambda x: _to_tpu(x, gmap), key)
         outs, grads = _grad_outputs(forward(t))  # (same seed and shapes: CPU's gradients)
         ins = [gmap[id(x)] for x in leaves]
         return list(torch.autograd.grad(outs, ins, [g.to(TPU) for g in grads], allow_unused=True))
