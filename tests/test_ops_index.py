@@ -682,6 +682,7 @@ def test_pad_repeat_unfold_errors_and_backward():
     check_grad(lambda a: a.unfold(2, 2, 1), x)
     check_grad(lambda a: a.unfold(1, 2, 2), x)
     check_grad(lambda a: a.unfold(0, 1, 3), x)
+    check_grad(lambda a: a.unfold(0, 1, 1), torch.tensor(2.5))  # 0-d: unfolds to [1]
 
 
 def test_fused_mode():

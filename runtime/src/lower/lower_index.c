@@ -1652,6 +1652,10 @@ tpu_status_t tpu_lower_unfold_backward(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 2, 0), rank, &dim));
   int gr = tpu_arg_rank(cx, 0);
   const int64_t* gd = tpu_arg_sizes(cx, 0);
+  if (rank == 0 && gr == 1 && gd[0] == 1 && size == 1) {  // a 0-d input unfolds to [1]
+    tpu_lower_out(cx, 0, tpu_ir_reshape(g, tpu_lower_tensor(cx, 0), NULL, 0));
+    return TPU_OK;
+  }
   if (gr != n + 1 || gd[n] != size || step < 1)
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "unfold_backward: grad_in does not have unfold's result shape");
