@@ -149,3 +149,93 @@ def test_grid_sample_only_grid_grad_and_errors():
                 torch.randn(1, 2, 2, 3))
     check_error(lambda x, g: F.grid_sample(x, g, mode="bicubic", align_corners=False),
                 torch.randn(1, 2, 3, 3, 3), torch.randn(1, 2, 2, 2, 3))
+
+
+#===--- embedding_bag ---===#
+
+EB_IDX = torch.tensor([1, 2, 4, 5, 4, 3, 2, 0])
+EB_OFF = torch.tensor([0, 2, 2, 5])  # an empty bag
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("mode", [0, 1, 2])
+@pytest.mark.parametrize("pad", [-1, 2])
+@pytest.mark.parametrize("last", [False, True])
+def test_embedding_bag_aten(last, pad, mode, dtype):
+    # all four results, CPU's shapes (offset2bag empty on the fast sum path)
+    w = torch.randn(6, 3).to(dtype)
+    off = torch.tensor([0, 2, 2, 5, 8]) if last else EB_OFF
+    tol = dict(atol=1e-2, rtol=1e-2) if dtype == torch.bfloat16 else {}
+    for fn in (A._embedding_bag, A._embedding_bag_forward_only):
+        check(lambda w, i, o: fn(w, i, o, False, mode, False, None, last, pad), w, EB_IDX,
+              off.int(), **tol)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("pad", [None, 2])
+def test_embedding_bag_grad(pad, mode):
+    w = torch.randn(6, 3, requires_grad=True)
+    grads(lambda w, i, o: F.embedding_bag(i, w, o, mode=mode, padding_idx=pad), w, EB_IDX,
+          EB_OFF, atol=1e-5, rtol=1e-5)
+    # 2-D input (fixed-size bags)
+    grads(lambda w, i: F.embedding_bag(i, w, mode=mode, padding_idx=pad), w, EB_IDX.view(2, 4),
+          atol=1e-5, rtol=1e-5)
+
+
+def test_embedding_bag_scale_grad_by_freq():
+    # each row's gradient divided by how often its index occurs (CPU's
+    # kernel scales by a mis-indexed count here, so compare with embedding's)
+    w = torch.randn(6, 3, requires_grad=True)
+    i = EB_IDX.view(2, 4)
+    g = torch.randn(2, 3)
+    with NoFallback():
+        wt = to_tpu(w)
+        F.embedding_bag(i.to(TPU), wt, mode="sum", scale_grad_by_freq=True).backward(g.to(TPU))
+    F.embedding(i, w, scale_grad_by_freq=True).sum(1).backward(g)
+    torch.testing.assert_close(wt.grad.cpu(), w.grad)
+
+
+def test_embedding_bag_per_sample_weights_and_errors():
+    w = torch.randn(6, 3, requires_grad=True)
+    psw = torch.rand(8, requires_grad=True)
+    grads(lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p), w,
+          EB_IDX, EB_OFF, psw, atol=1e-5, rtol=1e-5)
+    grads(lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p,
+                                             padding_idx=4), w, EB_IDX, EB_OFF, psw,
+          atol=1e-5, rtol=1e-5)
+    check_error(lambda w, i, o: A._embedding_bag(w, i, o, False, 1, False, torch.ones(8)),
+                w.detach(), EB_IDX, EB_OFF)
+    check_error(lambda w, i, o: F.embedding_bag(i, w, o), w.detach(), EB_IDX + 3, EB_OFF)
+    check_error(lambda w, i, o: F.embedding_bag(i, w, o), w.detach(), EB_IDX, EB_OFF + 1)
+
+
+#===--- median, nanmedian, mode ---===#
+
+def test_median():
+    x = torch.randn(4, 5, 6)
+    xn = x.clone()
+    xn[0, 1, 2] = math.nan
+    xn[1, 3, :2] = math.nan
+    xi = torch.randperm(120).view(4, 5, 6)
+    for t in (x, xn, xi, x.double(), x.bfloat16()):
+        check(torch.median, t)
+        check(torch.nanmedian, t)
+        for d in (0, 1, -1):
+            check(lambda t: torch.median(t, d), t)
+            check(lambda t: torch.nanmedian(t, d, keepdim=True), t)
+    check(lambda t: torch.median(t, 0), torch.tensor(3.0))
+    check(torch.median, torch.zeros(0))
+    values, indices = torch.empty(0), torch.empty(0, dtype=torch.long)
+    check(lambda t, v, i: torch.median(t, 1, out=(v, i)), x, values, indices)
+    check_error(lambda t: torch.median(t, 1), torch.zeros(2, 0))
+    check_error(torch.median, torch.tensor([True, False]))
+
+
+def test_mode():
+    x = torch.randint(0, 4, (3, 5, 7))  # small rows: CPU's sort is stable
+    for t in (x, x.float(), x.bfloat16(), x.bool(), torch.randn(4, 6)):
+        for d in (0, 1, -1):
+            check(lambda t: torch.mode(t, d), t)
+            check(lambda t: torch.mode(t, d, keepdim=True), t)
+    check(torch.mode, torch.tensor(5.0))
+    check_error(lambda t: torch.mode(t, 1), torch.zeros(2, 0))

@@ -490,7 +490,8 @@ tpu_status_t tpu_lower_grid_sampler_3d_backward(tpu_lower_ctx_t* cx) {
 // Indices equal to padding_idx are masked out (and not counted in a bag's
 // size). The auxiliary results follow CPU's shapes: offset2bag is empty on
 // CPU's fast sum path, and bag_size / max_indices are placeholders of the
-// offsets' shape in sum mode (nothing reads them there).
+// bags' (forward_only: the offsets') shape in sum mode, which nothing
+// reads.
 
 enum { EB_SUM = 0, EB_MEAN = 1, EB_MAX = 2 };
 
@@ -615,7 +616,9 @@ static tpu_val_t eb_valid(tpu_graph_t* g, tpu_val_t idx, int64_t l, int64_t pad)
 //   bool sparse=False, Tensor? per_sample_weights=None,
 //   bool include_last_offset=False, int padding_idx=-1)
 //   -> (output, offset2bag, bag_size, max_indices)
-tpu_status_t tpu_lower_embedding_bag(tpu_lower_ctx_t* cx) {
+// forward_only: CPU sizes sum mode's placeholders by the offsets, not the
+// bags.
+static tpu_status_t embedding_bag(tpu_lower_ctx_t* cx, bool forward_only) {
   tpu_graph_t* g = cx->g;
   TPU_RETURN_IF_ERROR(eb_check_weight(cx, 0));
   if (tpu_arg_rank(cx, 1) != 1)
@@ -630,6 +633,9 @@ tpu_status_t tpu_lower_embedding_bag(tpu_lower_ctx_t* cx) {
   if (!eb_index_dtype(it) || !eb_index_dtype(ot))
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "embedding_bag: expected indices and offsets of dtype int32 or int64");
+  // the auxiliary results take the promoted index dtype (CPU promotes
+  // indices and offsets together)
+  if (it == TPU_I64) ot = TPU_I64;
   int64_t mode = tpu_arg_int(cx, 4, 0), pad = tpu_arg_int(cx, 8, -1);
   bool incl = tpu_arg_bool(cx, 7, false), has_psw = tpu_arg_present(cx, 6);
   if (mode < 0 || mode > 2)
@@ -727,8 +733,9 @@ tpu_status_t tpu_lower_embedding_bag(tpu_lower_ctx_t* cx) {
   tpu_lower_out(cx, 0, tpu_ir_convert(g, out, t));
   tpu_lower_out(cx, 1, fast_sum ? tpu_ir_const_i(g, ot, 0, &zero_len, 1) : tpu_ir_convert(g, bag, ot));
   if (mode == EB_SUM) {
-    tpu_lower_out(cx, 2, tpu_ir_const_i(g, ot, 0, &o, 1));
-    tpu_lower_out(cx, 3, tpu_ir_const_i(g, ot, 0, &o, 1));
+    int64_t* ph = forward_only ? &o : &nb;
+    tpu_lower_out(cx, 2, tpu_ir_const_i(g, ot, 0, ph, 1));
+    tpu_lower_out(cx, 3, tpu_ir_const_i(g, ot, 0, ph, 1));
   } else {
     tpu_lower_out(cx, 2, tpu_ir_convert(g, count, ot));
     // (mean mode: CPU's max_indices holds a copy of bag_size)
@@ -736,6 +743,12 @@ tpu_status_t tpu_lower_embedding_bag(tpu_lower_ctx_t* cx) {
   }
   return TPU_OK;
 }
+
+tpu_status_t tpu_lower_embedding_bag(tpu_lower_ctx_t* cx) { return embedding_bag(cx, false); }
+tpu_status_t tpu_lower_embedding_bag_forward_only(tpu_lower_ctx_t* cx) {
+  return embedding_bag(cx, true);
+}
+
 
 // Argument positions of the two backward forms.
 typedef struct eb_bwd_args {
