@@ -239,3 +239,27 @@ def test_mode():
             check(lambda t: torch.mode(t, d, keepdim=True), t)
     check(torch.mode, torch.tensor(5.0))
     check_error(lambda t: torch.mode(t, 1), torch.zeros(2, 0))
+
+
+#===--- max_unpool ---===#
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+def test_max_unpool(dtype):
+    x = torch.randn(2, 3, 6, 7).to(dtype)
+    o, i = F.max_pool2d(x, 3, 2, return_indices=True)  # overlapping windows
+    o.requires_grad_()
+    grads(lambda o, i: F.max_unpool2d(o, i, 3, 2, output_size=(6, 7)), o, i)
+    o, i = F.max_pool3d(torch.randn(2, 2, 4, 6, 4).to(dtype), 2, 2, return_indices=True)
+    grads(lambda o, i: F.max_unpool3d(o, i, 2, 2), o.requires_grad_(), i)
+    o, i = F.max_pool1d(torch.randn(3, 8).to(dtype), 2, return_indices=True)  # unbatched
+    check(lambda o, i: F.max_unpool1d(o, i, 2), o, i)
+
+
+def test_max_unpool_repeated_index_and_errors():
+    # repeated indices: the last writer wins, as CPU's sequential loop
+    x = torch.randn(1, 2, 2, 2)
+    i = torch.tensor([[[[0, 5], [9, 15]], [[1, 1], [3, 3]]]])
+    check(lambda x, i: A.max_unpool2d(x, i, [4, 4]), x, i)
+    check_error(lambda x, i: A.max_unpool2d(x, i, [4, 4]), x, i + 10)
+    check_error(lambda x, i: A.max_unpool2d(x, i, [4, 4]), x.long(), i)
+    check_error(lambda x, i: A.max_unpool2d(x, i, [4, 4]), x, i.int())

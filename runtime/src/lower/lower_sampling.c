@@ -896,3 +896,136 @@ tpu_status_t tpu_lower_embedding_bag_psw_backward(tpu_lower_ctx_t* cx) {
   tpu_lower_out(cx, 0, tpu_ir_convert(g, r, t));
   return TPU_OK;
 }
+
+//===--- max unpooling ---===//
+//
+// Each plane's values go to the flat output positions their indices name.
+// Where indices repeat, CPU's sequential writes leave the last one: a
+// scatter-max of positions picks that writer per output slot, and a gather
+// reads its value (a plain scatter would pick an arbitrary writer).
+
+static const char* const unpool_kernel[4] = {"", "", "max_unpool2d", "max_unpool3d"};
+
+// self, indices: [.., C, spatial...] with `s` spatial dims; out_sp the output
+// spatial sizes.
+static tpu_status_t max_unpool(tpu_lower_ctx_t* cx, int s, const int64_t* out_sp) {
+  tpu_graph_t* g = cx->g;
+  int rank = tpu_arg_rank(cx, 0);
+  const int64_t* d = tpu_arg_sizes(cx, 0);
+  tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
+  if (!tpu_dtype_is_float(t) || tpu_dtype_is_complex(t))
+    return TPU_LOWER_ERROR(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'",
+                           unpool_kernel[s], tpu_dtype_torch_name(t));
+  int64_t out[TPU_MAX_RANK], lead = 1, l = 1, o = 1;
+  for (int i = 0; i < rank - s; ++i) {
+    out[i] = d[i];
+    lead *= d[i];
+  }
+  for (int i = 0; i < s; ++i) {
+    out[rank - s + i] = out_sp[i];
+    l *= d[rank - s + i];
+    o *= out_sp[i];
+  }
+  int64_t pl[2] = {lead, l}, po[2] = {lead, o};
+  if (lead * o == 0 || l == 0) {
+    tpu_lower_out(cx, 0, tpu_ir_const(g, t, 0, out, rank));
+    return TPU_OK;
+  }
+  tpu_val_t idx = tpu_ir_reshape(g, tpu_lower_tensor(cx, 1), pl, 2);
+  tpu_val_t bad = tpu_ir_binary(g, TPU_IR_OR,
+                                tpu_ir_compare(g, TPU_CMP_LT, idx, tpu_ir_const_i(g, TPU_I64, 0, pl, 2)),
+                                tpu_ir_compare(g, TPU_CMP_GE, idx, tpu_ir_const_i(g, TPU_I64, o, pl, 2)));
+  static const int64_t both[2] = {0, 1};
+  char sizes[64];
+  size_t k = 0;
+  for (int i = 0; i < s && k < sizeof sizes; ++i)
+    k += (size_t)snprintf(sizes + k, sizeof sizes - k, "%s%lld", i ? "x" : "", (long long)out_sp[i]);
+  tpu_lower_assert(cx, tpu_ir_reduce(g, bad, tpu_ir_const_i(g, TPU_BOOL, 0, NULL, 0), both, 2, TPU_BODY_OR),
+                   TPU_CODE_INVALID_ARGUMENT,
+                   "Found an invalid max index (output volumes are of size %s)", sizes);
+  int64_t pl1[3] = {lead, l, 1};
+  tpu_val_t ij[2] = {tpu_ir_reshape(g, tpu_ir_iota(g, TPU_I64, pl, 2, 0), pl1, 3),
+                     tpu_ir_reshape(g, idx, pl1, 3)};
+  tpu_val_t at = tpu_ir_concat(g, ij, 2, 2);
+  tpu_scatter_dims_t dn;
+  memset(&dn, 0, sizeof dn);
+  dn.n_inserted = 2;
+  dn.inserted_window_dims[1] = 1;
+  dn.n_to_operand = 2;
+  dn.scatter_dims_to_operand_dims[1] = 1;
+  dn.index_vector_dim = 2;
+  tpu_val_t win = tpu_ir_scatter(g, tpu_ir_const_i(g, TPU_I64, -1, po, 2), at,
+                                 tpu_ir_iota(g, TPU_I64, pl, 2, 1), &dn, TPU_BODY_MAX);
+  // read the winner's value: flat offset plane * l + position
+  tpu_val_t has = tpu_ir_compare(g, TPU_CMP_GE, win, tpu_ir_const_i(g, TPU_I64, 0, po, 2));
+  tpu_val_t off = tpu_ir_binary(
+      g, TPU_IR_ADD,
+      tpu_ir_binary(g, TPU_IR_MUL, tpu_ir_iota(g, TPU_I64, po, 2, 0),
+                    tpu_ir_const_i(g, TPU_I64, l, po, 2)),
+      tpu_ir_binary(g, TPU_IR_MAX, win, tpu_ir_const_i(g, TPU_I64, 0, po, 2)));
+  int64_t flat = lead * l;
+  tpu_val_t v = eb_gather_1d(g, tpu_ir_reshape(g, tpu_lower_tensor(cx, 0), &flat, 1), off, 2);
+  v = tpu_ir_select(g, has, v, tpu_ir_const(g, t, 0, po, 2));
+  tpu_lower_out(cx, 0, tpu_ir_reshape(g, v, out, rank));
+  return TPU_OK;
+}
+
+static tpu_status_t unpool_common_checks(tpu_lower_ctx_t* cx, int s, int nsize) {
+  const char* names = s == 2 ? "two elements (height, width)" : "three elements (depth, height, width)";
+  if (tpu_arg_value_dtype(cx, 1) != TPU_I64)
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "elements in indices should be type int64 but got: %s",
+                           tpu_dtype_torch_name(tpu_arg_value_dtype(cx, 1)));
+  if (nsize != s)
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "There should be exactly %s in output_size, but got %d elements.", names,
+                           nsize);
+  int rank = tpu_arg_rank(cx, 0);
+  if (rank != s + 1 && rank != s + 2)
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "Input to max_unpooling%dd should be a %dd or %dd Tensor, but got a "
+                           "tensor with %d dimensions.", s, s + 1, s + 2, rank);
+  if (tpu_arg_rank(cx, 1) != rank ||
+      memcmp(tpu_arg_sizes(cx, 0), tpu_arg_sizes(cx, 1), sizeof(int64_t) * (size_t)rank) != 0)
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "Expected shape of indices to be same as that of the input tensor");
+  const int64_t* d = tpu_arg_sizes(cx, 0);
+  for (int i = 1; i < rank; ++i)
+    if (d[i] <= 0)
+      return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                             "max_unpooling%dd_forward_out_cpu(): Expected input to have non-zero "
+                             "size for non-batch dimensions, but got an empty dimension %d",
+                             s, i);
+  return TPU_OK;
+}
+
+// max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size)
+tpu_status_t tpu_lower_max_unpool2d(tpu_lower_ctx_t* cx) {
+  const int64_t* os = NULL;
+  int n = tpu_arg_ints(cx, 2, &os);
+  TPU_RETURN_IF_ERROR(unpool_common_checks(cx, 2, n));
+  return max_unpool(cx, 2, os);
+}
+
+// max_unpool3d(Tensor self, Tensor indices, SymInt[3] output_size,
+//              int[3] stride, int[3] padding)
+tpu_status_t tpu_lower_max_unpool3d(tpu_lower_ctx_t* cx) {
+  const int64_t *os = NULL, *st = NULL, *pd = NULL;
+  int n = tpu_arg_ints(cx, 2, &os);
+  int ns = tpu_arg_ints(cx, 3, &st), np = tpu_arg_ints(cx, 4, &pd);
+  TPU_RETURN_IF_ERROR(unpool_common_checks(cx, 3, n));
+  if (ns != 3)
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "There should be exactly three elements (depth, height, width) in "
+                           "stride, but got: %d elements.", ns);
+  if (np != 3)
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "There should be exactly three elements (depth, height, width) in "
+                           "padding, but got: %d elements.", np);
+  for (int i = 0; i < 3; ++i)
+    if (st[i] <= 0)
+      return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                             "strides should be greater than zero, but got stride: %lld",
+                             (long long)st[i]);
+  return max_unpool(cx, 3, os);
+}
