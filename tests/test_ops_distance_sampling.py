@@ -263,3 +263,35 @@ def test_max_unpool_repeated_index_and_errors():
     check_error(lambda x, i: A.max_unpool2d(x, i, [4, 4]), x, i + 10)
     check_error(lambda x, i: A.max_unpool2d(x, i, [4, 4]), x.long(), i)
     check_error(lambda x, i: A.max_unpool2d(x, i, [4, 4]), x, i.int())
+
+
+#===--- margin losses ---===#
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_multi_margin_loss(reduction):
+    for shape, y in [((3, 5), torch.tensor([0, 4, 2])), ((5,), torch.tensor(3))]:
+        for p, w in [(1, None), (2, torch.rand(5))]:
+            x = torch.randn(*shape, requires_grad=True)
+            grads(lambda x, y, w: F.multi_margin_loss(x, y, p=p, margin=0.7, weight=w,
+                                                      reduction=reduction), x, y, w,
+                  atol=1e-5, rtol=1e-5)
+            xd = x.detach().double().requires_grad_()
+            grads(lambda x, y: F.multi_margin_loss(x, y, p=p, reduction=reduction), xd, y)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_multilabel_margin_loss(reduction):
+    y = torch.tensor([[0, 4, -1, 2, 1], [3, 3, 1, -1, -1], [-1, 0, 1, 2, 3]])
+    for x, t in ((torch.randn(3, 5), y), (torch.randn(5), y[0])):
+        grads(lambda x, t: F.multilabel_margin_loss(x, t, reduction=reduction),
+              x.requires_grad_(), t, atol=1e-5, rtol=1e-5)
+    check(lambda x, t: A.multilabel_margin_loss_forward(x, t, 0), torch.randn(3, 5), y)
+
+
+def test_margin_loss_errors():
+    x = torch.randn(3, 4)
+    check_error(lambda x, y: F.multi_margin_loss(x, y), x, torch.tensor([0, 4, 1]))
+    check_error(lambda x, y: F.multi_margin_loss(x, y, p=3), x, torch.tensor([0, 3, 1]))
+    check_error(lambda x, y: F.multi_margin_loss(x, y), x, torch.tensor([0, 3, 1]).int())
+    check_error(lambda x, y: F.multilabel_margin_loss(x, y), x,
+                torch.tensor([[0, 1, -1, 9]] * 3))

@@ -379,3 +379,290 @@ tpu_status_t tpu_lower_pdist_backward(tpu_lower_ctx_t* cx) {
   tpu_lower_out(cx, 0, tpu_ir_convert(g, tpu_ir_reshape(g, r, d, 2), t));
   return TPU_OK;
 }
+
+//===--- margin losses ---===//
+//
+// multi_margin_loss and multilabel_margin_loss compare each sample's target
+// scores with its other scores: hinge terms over [N, C] (multi) or
+// [N, J, C] (every target j against every class, multilabel), masked where
+// PyTorch skips them, then summed and divided by C, and reduced over the
+// batch. The backward forms the hinge derivatives from the same masks.
+
+enum { RED_NONE = 0, RED_MEAN = 1, RED_SUM = 2 };
+
+static tpu_status_t margin_dtypes(tpu_lower_ctx_t* cx, int self, int target, const char* kernel) {
+  tpu_dtype_t t = tpu_arg_value_dtype(cx, self);
+  if (!tpu_dtype_is_float(t) || tpu_dtype_is_complex(t))
+    return TPU_LOWER_ERROR(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'", kernel,
+                           tpu_dtype_torch_name(t));
+  tpu_dtype_t tt = tpu_arg_value_dtype(cx, target);
+  if (tt != TPU_I64)
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "expected scalar type Long but found %s",
+                           tpu_dtype_torch_name(tt));
+  return TPU_OK;
+}
+
+// A per-sample loss [N] reduced as `reduction` says; `per_sample` keeps [N]
+// for reduction none (else a 0-d value).
+static tpu_val_t margin_reduce(tpu_graph_t* g, tpu_val_t l, int64_t n, int64_t reduction,
+                               tpu_dtype_t acc, bool per_sample) {
+  static const int64_t d0 = 0;
+  if (reduction == RED_NONE) return per_sample ? l : tpu_ir_reshape(g, l, NULL, 0);
+  tpu_val_t s = tpu_ir_reduce(g, l, tpu_ir_const(g, acc, 0, NULL, 0), &d0, 1, TPU_BODY_ADD);
+  if (reduction == RED_MEAN) s = tpu_ir_binary(g, TPU_IR_DIV, s, tpu_ir_const(g, acc, (double)n, NULL, 0));
+  return s;
+}
+
+// x [N, C] at column y [N] -> [N].
+static tpu_val_t take_cols(tpu_graph_t* g, tpu_val_t x, tpu_val_t y, int64_t n, int64_t c) {
+  int64_t flat = n * c;
+  tpu_val_t off = tpu_ir_binary(
+      g, TPU_IR_ADD,
+      tpu_ir_binary(g, TPU_IR_MUL, tpu_ir_iota(g, TPU_I64, &n, 1, 0),
+                    tpu_ir_const_i(g, TPU_I64, c, &n, 1)),
+      y);
+  return gather_flat(g, tpu_ir_reshape(g, x, &flat, 1), off, 1);
+}
+
+// The hinge terms of multi_margin_loss: z [N, C] (margin - x[y] + x) and the
+// mask of counted terms (not the target, z > 0); w_y the target's weight.
+typedef struct mm_terms {
+  int64_t n, c, p, reduction;
+  tpu_dtype_t t, acc;
+  tpu_val_t z, mask, wy, y;
+} mm_terms_t;
+
+static tpu_status_t mm_terms(tpu_lower_ctx_t* cx, int self, int target, int p_arg, int weight,
+                             int reduction, mm_terms_t* m) {
+  tpu_graph_t* g = cx->g;
+  TPU_RETURN_IF_ERROR(margin_dtypes(cx, self, target, "multi_margin_loss_cpu_kernel"));
+  // (shape checks read argument 0 as self: the forward's layout)
+  int64_t n, c;
+  const int64_t* d = tpu_arg_sizes(cx, self);
+  int rank = tpu_arg_rank(cx, self);
+  if (!((rank == 2 && d[1] != 0) || (rank == 1 && d[0] != 0) || rank == 0))
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "Expected non-empty vector or matrix with optional 0-dim batch size");
+  n = rank == 2 ? d[0] : 1;
+  c = rank == 2 ? d[1] : rank == 1 ? d[0] : 1;
+  int trank = tpu_arg_rank(cx, target);
+  int64_t tn = 1;
+  for (int i = 0; i < trank; ++i) tn *= tpu_arg_sizes(cx, target)[i];
+  if ((rank <= 1 ? trank > 1 : trank != 1) || tn != n)
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "inconsistent target size, expected %lld",
+                           (long long)n);
+  bool has_w = tpu_arg_present(cx, weight);
+  if (has_w) {
+    int64_t wn = 1;
+    for (int i = 0; i < tpu_arg_rank(cx, weight); ++i) wn *= tpu_arg_sizes(cx, weight)[i];
+    if (tpu_arg_rank(cx, weight) > 1 || wn != c)
+      return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "inconsistent weight size, expected %lld",
+                             (long long)c);
+  }
+  m->p = (int64_t)tpu_arg_number(cx, p_arg, 1);  // CPU's toLong() truncates
+  if (m->p != 1 && m->p != 2)
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "only p == 1 and p == 2 supported");
+  m->n = n;
+  m->c = c;
+  m->reduction = tpu_arg_int(cx, reduction, RED_MEAN);
+  m->t = tpu_arg_value_dtype(cx, self);
+  m->acc = tpu_opmath(m->t);
+  int64_t nc[2] = {n, c};
+  static const int64_t b0 = 0;
+  tpu_val_t x = tpu_ir_reshape(g, tpu_lower_input(cx, self, m->acc), nc, 2);
+  tpu_val_t y = tpu_ir_reshape(g, tpu_lower_tensor(cx, target), &n, 1);
+  tpu_val_t bad = tpu_ir_binary(g, TPU_IR_OR,
+                                tpu_ir_compare(g, TPU_CMP_LT, y, tpu_ir_const_i(g, TPU_I64, 0, &n, 1)),
+                                tpu_ir_compare(g, TPU_CMP_GE, y, tpu_ir_const_i(g, TPU_I64, c, &n, 1)));
+  tpu_lower_assert(cx, tpu_ir_reduce(g, bad, tpu_ir_const_i(g, TPU_BOOL, 0, NULL, 0), &b0, 1, TPU_BODY_OR),
+                   TPU_CODE_INVALID_ARGUMENT, "target out of range");
+  y = tpu_ir_clamp(g, tpu_ir_const_i(g, TPU_I64, 0, NULL, 0), y, tpu_ir_const_i(g, TPU_I64, c - 1, NULL, 0));
+  m->y = y;
+  tpu_val_t xy = take_cols(g, x, y, n, c);
+  tpu_val_t margin = tpu_ir_broadcast(g, tpu_lower_input(cx, p_arg + 1, m->acc), nc, 2, NULL);
+  m->z = tpu_ir_binary(g, TPU_IR_ADD,
+                       tpu_ir_binary(g, TPU_IR_SUB, margin, tpu_ir_broadcast(g, xy, nc, 2, &b0)), x);
+  tpu_val_t not_y = tpu_ir_compare(g, TPU_CMP_NE, tpu_ir_iota(g, TPU_I64, nc, 2, 1),
+                                   tpu_ir_broadcast(g, y, nc, 2, &b0));
+  m->mask = tpu_ir_binary(g, TPU_IR_AND, not_y,
+                          tpu_ir_compare(g, TPU_CMP_GT, m->z, tpu_ir_const(g, m->acc, 0, nc, 2)));
+  m->wy = has_w ? gather_flat(g, tpu_ir_reshape(g, tpu_lower_input(cx, weight, m->acc), &c, 1), y, 1)
+                : TPU_VAL_NONE;
+  return TPU_OK;
+}
+
+// multi_margin_loss(Tensor self, Tensor target, Scalar p=1, Scalar margin=1,
+//                   Tensor? weight=None, int reduction=Mean)
+tpu_status_t tpu_lower_multi_margin_loss(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  mm_terms_t m;
+  TPU_RETURN_IF_ERROR(mm_terms(cx, 0, 1, 2, 4, 5, &m));
+  int64_t nc[2] = {m.n, m.c};
+  static const int64_t b0 = 0, over_c = 1;
+  tpu_val_t h = m.p == 1 ? m.z : tpu_ir_binary(g, TPU_IR_MUL, m.z, m.z);
+  if (m.wy != TPU_VAL_NONE) h = tpu_ir_binary(g, TPU_IR_MUL, h, tpu_ir_broadcast(g, m.wy, nc, 2, &b0));
+  h = tpu_ir_select(g, m.mask, h, tpu_ir_const(g, m.acc, 0, nc, 2));
+  tpu_val_t l = tpu_ir_reduce(g, h, tpu_ir_const(g, m.acc, 0, NULL, 0), &over_c, 1, TPU_BODY_ADD);
+  l = tpu_ir_binary(g, TPU_IR_DIV, l, tpu_ir_const(g, m.acc, (double)m.c, &m.n, 1));
+  bool per_sample = tpu_arg_rank(cx, 1) > 0;
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, margin_reduce(g, l, m.n, m.reduction, m.acc, per_sample), m.t));
+  return TPU_OK;
+}
+
+// Scales a [N, C] gradient by grad_output: a scalar, or one per sample.
+static tpu_val_t scale_by_grad_out(tpu_lower_ctx_t* cx, tpu_val_t gi, int64_t n, int64_t c,
+                                   int64_t reduction, tpu_dtype_t acc) {
+  tpu_graph_t* g = cx->g;
+  int64_t nc[2] = {n, c};
+  static const int64_t b0 = 0;
+  tpu_val_t go = tpu_lower_input(cx, 0, acc);
+  if (reduction != RED_NONE || tpu_arg_rank(cx, 0) == 0)
+    go = tpu_ir_broadcast(g, tpu_ir_reshape(g, go, NULL, 0), nc, 2, NULL);
+  else
+    go = tpu_ir_broadcast(g, tpu_ir_reshape(g, go, &n, 1), nc, 2, &b0);
+  return tpu_ir_binary(g, TPU_IR_MUL, gi, go);
+}
+
+// multi_margin_loss_backward(Tensor grad_output, Tensor self, Tensor target,
+//                            Scalar p, Scalar margin, Tensor? weight, int reduction)
+tpu_status_t tpu_lower_multi_margin_loss_backward(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  mm_terms_t m;
+  TPU_RETURN_IF_ERROR(mm_terms(cx, 1, 2, 3, 5, 6, &m));
+  int64_t nc[2] = {m.n, m.c};
+  static const int64_t b0 = 0, over_c = 1;
+  double scale = m.reduction == RED_MEAN ? 1.0 / (double)(m.n * m.c) : 1.0 / (double)m.c;
+  tpu_val_t gs = tpu_ir_const(g, m.acc, scale, nc, 2);
+  tpu_val_t h = m.p == 1 ? gs
+                         : tpu_ir_binary(g, TPU_IR_MUL, tpu_ir_binary(g, TPU_IR_MUL, gs, m.z),
+                                         tpu_ir_const(g, m.acc, 2, nc, 2));
+  if (m.wy != TPU_VAL_NONE) h = tpu_ir_binary(g, TPU_IR_MUL, h, tpu_ir_broadcast(g, m.wy, nc, 2, &b0));
+  h = tpu_ir_select(g, m.mask, h, tpu_ir_const(g, m.acc, 0, nc, 2));
+  // the target's gradient: minus the sum of the others'
+  tpu_val_t ht = tpu_ir_reduce(g, h, tpu_ir_const(g, m.acc, 0, NULL, 0), &over_c, 1, TPU_BODY_ADD);
+  tpu_val_t is_y = tpu_ir_compare(g, TPU_CMP_EQ, tpu_ir_iota(g, TPU_I64, nc, 2, 1),
+                                  tpu_ir_broadcast(g, m.y, nc, 2, &b0));
+  tpu_val_t gi = tpu_ir_select(g, is_y, tpu_ir_unary(g, TPU_IR_NEG, tpu_ir_broadcast(g, ht, nc, 2, &b0)), h);
+  gi = scale_by_grad_out(cx, gi, m.n, m.c, m.reduction, m.acc);
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, tpu_ir_reshape(g, gi, tpu_arg_sizes(cx, 1), tpu_arg_rank(cx, 1)), m.t));
+  return TPU_OK;
+}
+
+// The hinge terms of multilabel_margin_loss over [N, J, C]: target j of a
+// sample (valid before its first negative target) against class i (not a
+// target): z = 1 - x[y_j] + x[i], counted where z > 0.
+typedef struct ml_terms {
+  int64_t n, c, reduction;
+  tpu_dtype_t t, acc;
+  tpu_val_t y;      // [N, J] targets, clamped into range
+  tpu_val_t valid;  // [N, J]
+  tpu_val_t eq;     // [N, J, C]: valid target j is class i
+  tpu_val_t z, mask;  // [N, J, C]
+} ml_terms_t;
+
+static tpu_status_t ml_terms(tpu_lower_ctx_t* cx, int self, int target, int reduction,
+                             int is_target, ml_terms_t* m) {
+  tpu_graph_t* g = cx->g;
+  TPU_RETURN_IF_ERROR(margin_dtypes(cx, self, target, "multilabel_margin_loss_forward_out_frame"));
+  int rank = tpu_arg_rank(cx, self);
+  const int64_t* d = tpu_arg_sizes(cx, self);
+  if (!((rank == 2 && d[1] != 0) || (rank == 1 && d[0] != 0) || rank == 0))
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "Expected non-empty vector or matrix with optional 0-dim batch size");
+  int64_t n = rank == 2 ? d[0] : 1, c = rank == 2 ? d[1] : rank == 1 ? d[0] : 1;
+  int trank = tpu_arg_rank(cx, target);
+  const int64_t* td = tpu_arg_sizes(cx, target);
+  int64_t tn = 1;
+  for (int i = 0; i < trank; ++i) tn *= td[i];
+  bool ok = rank <= 1 ? trank <= 1 && tn == c : trank == 2 && td[0] == n && td[1] == c;
+  if (!ok) return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "inconsistent target size");
+  m->n = n;
+  m->c = c;
+  m->reduction = tpu_arg_int(cx, reduction, RED_MEAN);
+  m->t = tpu_arg_value_dtype(cx, self);
+  m->acc = tpu_opmath(m->t);
+  int64_t nc[2] = {n, c}, njc[3] = {n, c, c};
+  static const int64_t both[2] = {0, 1}, b01[2] = {0, 1}, b02[2] = {0, 2};
+  tpu_val_t x = tpu_ir_reshape(g, tpu_lower_input(cx, self, m->acc), nc, 2);
+  tpu_val_t y = tpu_ir_reshape(g, tpu_lower_tensor(cx, target), nc, 2);
+  tpu_val_t bad = tpu_ir_binary(g, TPU_IR_OR,
+                                tpu_ir_compare(g, TPU_CMP_LT, y, tpu_ir_const_i(g, TPU_I64, -1, nc, 2)),
+                                tpu_ir_compare(g, TPU_CMP_GE, y, tpu_ir_const_i(g, TPU_I64, c, nc, 2)));
+  tpu_lower_assert(cx, tpu_ir_reduce(g, bad, tpu_ir_const_i(g, TPU_BOOL, 0, NULL, 0), both, 2, TPU_BODY_OR),
+                   TPU_CODE_INVALID_ARGUMENT, "argument #2 'target' is out of range");
+  // targets count up to the first negative one
+  tpu_val_t jpos = tpu_ir_iota(g, TPU_I64, nc, 2, 1);
+  tpu_val_t neg = tpu_ir_compare(g, TPU_CMP_LT, y, tpu_ir_const_i(g, TPU_I64, 0, nc, 2));
+  static const int64_t over_j = 1;
+  tpu_val_t first = tpu_ir_reduce(g, tpu_ir_select(g, neg, jpos, tpu_ir_const_i(g, TPU_I64, c, nc, 2)),
+                                  tpu_ir_const_i(g, TPU_I64, c, NULL, 0), &over_j, 1, TPU_BODY_MIN);
+  m->valid = tpu_ir_compare(g, TPU_CMP_LT, jpos, tpu_ir_broadcast(g, first, nc, 2, both));
+  m->y = tpu_ir_clamp(g, tpu_ir_const_i(g, TPU_I64, 0, NULL, 0), y, tpu_ir_const_i(g, TPU_I64, c - 1, NULL, 0));
+  tpu_val_t valid3 = tpu_ir_broadcast(g, m->valid, njc, 3, b01);
+  m->eq = tpu_ir_binary(g, TPU_IR_AND, valid3,
+                        tpu_ir_compare(g, TPU_CMP_EQ, tpu_ir_broadcast(g, m->y, njc, 3, b01),
+                                       tpu_ir_iota(g, TPU_I64, njc, 3, 2)));
+  tpu_val_t is_t;
+  if (is_target >= 0) {
+    is_t = tpu_ir_compare(g, TPU_CMP_NE, tpu_ir_reshape(g, tpu_lower_input(cx, is_target, m->acc), nc, 2),
+                          tpu_ir_const(g, m->acc, 0, nc, 2));
+  } else {
+    is_t = tpu_ir_reduce(g, m->eq, tpu_ir_const_i(g, TPU_BOOL, 0, NULL, 0), &over_j, 1, TPU_BODY_OR);
+  }
+  // x[y_j] per (n, j), gathered from the flat input
+  int64_t flat = n * c;
+  tpu_val_t off = tpu_ir_binary(g, TPU_IR_ADD,
+                                tpu_ir_binary(g, TPU_IR_MUL, tpu_ir_iota(g, TPU_I64, nc, 2, 0),
+                                              tpu_ir_const_i(g, TPU_I64, c, nc, 2)),
+                                m->y);
+  tpu_val_t xy = gather_flat(g, tpu_ir_reshape(g, x, &flat, 1), off, 2);
+  m->z = tpu_ir_binary(g, TPU_IR_ADD,
+                       tpu_ir_binary(g, TPU_IR_SUB, tpu_ir_const(g, m->acc, 1, njc, 3),
+                                     tpu_ir_broadcast(g, xy, njc, 3, b01)),
+                       tpu_ir_broadcast(g, x, njc, 3, b02));
+  tpu_val_t not_t = tpu_ir_unary(g, TPU_IR_NOT, tpu_ir_broadcast(g, is_t, njc, 3, b02));
+  m->mask = tpu_ir_binary(g, TPU_IR_AND, tpu_ir_binary(g, TPU_IR_AND, valid3, not_t),
+                          tpu_ir_compare(g, TPU_CMP_GT, m->z, tpu_ir_const(g, m->acc, 0, njc, 3)));
+  if (is_target < 0) m->eq = is_t;  // the forward returns is_target
+  return TPU_OK;
+}
+
+// multilabel_margin_loss_forward(Tensor self, Tensor target, int reduction)
+//   -> (output, is_target)
+tpu_status_t tpu_lower_multilabel_margin_loss(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  ml_terms_t m;
+  TPU_RETURN_IF_ERROR(ml_terms(cx, 0, 1, 2, -1, &m));
+  int64_t njc[3] = {m.n, m.c, m.c};
+  static const int64_t jc[2] = {1, 2};
+  tpu_val_t h = tpu_ir_select(g, m.mask, m.z, tpu_ir_const(g, m.acc, 0, njc, 3));
+  tpu_val_t l = tpu_ir_reduce(g, h, tpu_ir_const(g, m.acc, 0, NULL, 0), jc, 2, TPU_BODY_ADD);
+  l = tpu_ir_binary(g, TPU_IR_DIV, l, tpu_ir_const(g, m.acc, (double)m.c, &m.n, 1));
+  bool per_sample = tpu_arg_rank(cx, 1) > 1;
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, margin_reduce(g, l, m.n, m.reduction, m.acc, per_sample), m.t));
+  tpu_lower_out(cx, 1, tpu_ir_convert(g, tpu_ir_reshape(g, m.eq, tpu_arg_sizes(cx, 1), tpu_arg_rank(cx, 1)), m.t));
+  return TPU_OK;
+}
+
+// multilabel_margin_loss_backward(Tensor grad_output, Tensor self, Tensor target,
+//                                 int reduction, Tensor is_target)
+tpu_status_t tpu_lower_multilabel_margin_loss_backward(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  ml_terms_t m;
+  TPU_RETURN_IF_ERROR(ml_terms(cx, 1, 2, 3, 4, &m));
+  int64_t nc[2] = {m.n, m.c}, njc[3] = {m.n, m.c, m.c};
+  static const int64_t b01[2] = {0, 1}, over_i = 2, over_j = 1;
+  double scale = m.reduction == RED_MEAN ? 1.0 / (double)(m.n * m.c) : 1.0 / (double)m.c;
+  tpu_val_t zero3 = tpu_ir_const(g, m.acc, 0, njc, 3);
+  tpu_val_t cnt = tpu_ir_select(g, m.mask, tpu_ir_const(g, m.acc, scale, njc, 3), zero3);
+  // class i gains g per counted term; each target loses g per counted term
+  tpu_val_t gi = tpu_ir_reduce(g, cnt, tpu_ir_const(g, m.acc, 0, NULL, 0), &over_j, 1, TPU_BODY_ADD);
+  tpu_val_t per_j = tpu_ir_reduce(g, cnt, tpu_ir_const(g, m.acc, 0, NULL, 0), &over_i, 1, TPU_BODY_ADD);
+  tpu_val_t to_t = tpu_ir_select(g, m.eq, tpu_ir_broadcast(g, per_j, njc, 3, b01), zero3);
+  gi = tpu_ir_binary(g, TPU_IR_SUB, gi,
+                     tpu_ir_reduce(g, to_t, tpu_ir_const(g, m.acc, 0, NULL, 0), &over_j, 1, TPU_BODY_ADD));
+  (void)nc;
+  gi = scale_by_grad_out(cx, gi, m.n, m.c, m.reduction, m.acc);
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, tpu_ir_reshape(g, gi, tpu_arg_sizes(cx, 1), tpu_arg_rank(cx, 1)), m.t));
+  return TPU_OK;
+}
