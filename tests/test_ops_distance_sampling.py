@@ -295,3 +295,15 @@ def test_margin_loss_errors():
     check_error(lambda x, y: F.multi_margin_loss(x, y), x, torch.tensor([0, 3, 1]).int())
     check_error(lambda x, y: F.multilabel_margin_loss(x, y), x,
                 torch.tensor([[0, 1, -1, 9]] * 3))
+
+
+def test_embedding_renorm():
+    # max_norm renormalizes the used rows in place (embedding_renorm_)
+    for p in (2.0, 1.0, 3.0, math.inf):
+        w = torch.randn(6, 4) * 2
+        check(lambda w, i: A.embedding_renorm_(w, i, 1.5, p), w, torch.tensor([1, 2, 4, 4, 0]),
+              atol=1e-6, rtol=1e-6)
+    check(lambda i, w, o: F.embedding_bag(i, w, o, max_norm=1.0), EB_IDX, torch.randn(6, 3),
+          EB_OFF)
+    check_error(lambda w, i: A.embedding_renorm_(w, i, 1.0, 2.0), torch.randn(6, 4),
+                torch.tensor([7]))

@@ -1029,3 +1029,73 @@ tpu_status_t tpu_lower_max_unpool3d(tpu_lower_ctx_t* cx) {
                              (long long)st[i]);
   return max_unpool(cx, 3, os);
 }
+
+//===--- embedding_renorm_ ---===//
+
+// embedding_renorm_(Tensor(a!) self, Tensor indices, float max_norm,
+//                   float norm_type): rows named by the indices whose
+// norm_type-norm exceeds max_norm are scaled to max_norm (with CPU's 1e-7
+// guard); embedding and embedding_bag call it for max_norm.
+tpu_status_t tpu_lower_embedding_renorm(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  if (tpu_arg_rank(cx, 0) != 2)
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "Expected 2-dimensional tensor, but got %d-dimensional tensor for "
+                           "argument #1 'self' (while checking arguments for embedding_renorm_)",
+                           tpu_arg_rank(cx, 0));
+  if (!eb_index_dtype(tpu_arg_value_dtype(cx, 1)))
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "Expected tensor for argument #2 'indices' to have one of the following "
+                           "scalar types: Long, Int; but got %s instead (while checking arguments "
+                           "for embedding_renorm_)", tpu_dtype_torch_name(tpu_arg_value_dtype(cx, 1)));
+  tpu_dtype_t t = tpu_arg_value_dtype(cx, 0), acc = tpu_opmath(t);
+  if (!tpu_dtype_is_float(t) || tpu_dtype_is_complex(t))
+    return TPU_LOWER_ERROR(TPU_CODE_UNIMPLEMENTED, "\"embedding_renorm_cpu_\" not implemented for '%s'",
+                           tpu_dtype_torch_name(t));
+  const int64_t* wd = tpu_arg_sizes(cx, 0);
+  int64_t v = wd[0], d = wd[1];
+  int64_t l = prod_of(tpu_arg_sizes(cx, 1), tpu_arg_rank(cx, 1));
+  double max_norm = tpu_arg_float(cx, 2, 0), p = tpu_arg_float(cx, 3, 2);
+  tpu_val_t w = tpu_lower_tensor(cx, 0);
+  if (l == 0 || v == 0 || d == 0) {
+    tpu_lower_out(cx, 0, w);
+    return TPU_OK;
+  }
+  tpu_val_t idx = tpu_ir_convert(g, tpu_ir_reshape(g, tpu_lower_tensor(cx, 1), &l, 1), TPU_I64);
+  tpu_val_t bad = tpu_ir_binary(
+      g, TPU_IR_OR, tpu_ir_compare(g, TPU_CMP_LT, idx, tpu_ir_const_i(g, TPU_I64, 0, &l, 1)),
+      tpu_ir_compare(g, TPU_CMP_GE, idx, tpu_ir_const_i(g, TPU_I64, v, &l, 1)));
+  tpu_lower_assert(cx, eb_any(g, bad), TPU_CODE_OUT_OF_RANGE, "index out of range in self");
+  tpu_val_t used = eb_scatter_1d(g, tpu_ir_const_i(g, TPU_I64, 0, &v, 1), idx,
+                                 tpu_ir_const_i(g, TPU_I64, 1, &l, 1), TPU_BODY_MAX);
+  int64_t vd[2] = {v, d};
+  static const int64_t over_d = 1, b0 = 0;
+  tpu_val_t x = tpu_ir_convert(g, w, acc);
+  tpu_val_t a = tpu_ir_unary(g, TPU_IR_ABS, x);
+  tpu_val_t zero = tpu_ir_const(g, acc, 0, NULL, 0), norm;
+  if (isinf(p)) {
+    norm = tpu_ir_reduce(g, a, zero, &over_d, 1, TPU_BODY_MAX);
+  } else if (p == 0) {
+    tpu_val_t nz = tpu_ir_convert(g, tpu_ir_compare(g, TPU_CMP_NE, a, tpu_ir_const(g, acc, 0, vd, 2)), acc);
+    norm = tpu_ir_reduce(g, nz, zero, &over_d, 1, TPU_BODY_ADD);
+  } else if (p == 1) {
+    norm = tpu_ir_reduce(g, a, zero, &over_d, 1, TPU_BODY_ADD);
+  } else if (p == 2) {
+    norm = tpu_ir_unary(g, TPU_IR_SQRT, tpu_ir_reduce(g, tpu_ir_binary(g, TPU_IR_MUL, x, x), zero,
+                                                      &over_d, 1, TPU_BODY_ADD));
+  } else {
+    tpu_val_t s = tpu_ir_reduce(g, tpu_ir_binary(g, TPU_IR_POW, a, tpu_ir_const(g, acc, p, vd, 2)),
+                                zero, &over_d, 1, TPU_BODY_ADD);
+    norm = tpu_ir_binary(g, TPU_IR_POW, s, tpu_ir_const(g, acc, 1.0 / p, &v, 1));
+  }
+  tpu_val_t mx = tpu_ir_broadcast(g, tpu_lower_number(cx, max_norm, acc), &v, 1, NULL);
+  tpu_val_t scale = tpu_ir_binary(g, TPU_IR_DIV, mx,
+                                  tpu_ir_binary(g, TPU_IR_ADD, norm, tpu_ir_const(g, acc, 1e-7, &v, 1)));
+  tpu_val_t hit = tpu_ir_binary(g, TPU_IR_AND,
+                                tpu_ir_compare(g, TPU_CMP_GT, used, tpu_ir_const_i(g, TPU_I64, 0, &v, 1)),
+                                tpu_ir_compare(g, TPU_CMP_GT, norm, mx));
+  tpu_val_t r = tpu_ir_binary(g, TPU_IR_MUL, x, tpu_ir_broadcast(g, scale, vd, 2, &b0));
+  r = tpu_ir_select(g, tpu_ir_broadcast(g, hit, vd, 2, &b0), tpu_ir_convert(g, r, t), w);
+  tpu_lower_out(cx, 0, r);
+  return TPU_OK;
+}
