@@ -650,7 +650,7 @@ tpu_status_t tpu_lower_multilabel_margin_loss_backward(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
   ml_terms_t m;
   TPU_RETURN_IF_ERROR(ml_terms(cx, 1, 2, 3, 4, &m));
-  int64_t nc[2] = {m.n, m.c}, njc[3] = {m.n, m.c, m.c};
+  int64_t njc[3] = {m.n, m.c, m.c};
   static const int64_t b01[2] = {0, 1}, over_i = 2, over_j = 1;
   double scale = m.reduction == RED_MEAN ? 1.0 / (double)(m.n * m.c) : 1.0 / (double)m.c;
   tpu_val_t zero3 = tpu_ir_const(g, m.acc, 0, njc, 3);
@@ -661,7 +661,6 @@ tpu_status_t tpu_lower_multilabel_margin_loss_backward(tpu_lower_ctx_t* cx) {
   tpu_val_t to_t = tpu_ir_select(g, m.eq, tpu_ir_broadcast(g, per_j, njc, 3, b01), zero3);
   gi = tpu_ir_binary(g, TPU_IR_SUB, gi,
                      tpu_ir_reduce(g, to_t, tpu_ir_const(g, m.acc, 0, NULL, 0), &over_j, 1, TPU_BODY_ADD));
-  (void)nc;
   gi = scale_by_grad_out(cx, gi, m.n, m.c, m.reduction, m.acc);
   tpu_lower_out(cx, 0, tpu_ir_convert(g, tpu_ir_reshape(g, gi, tpu_arg_sizes(cx, 1), tpu_arg_rank(cx, 1)), m.t));
   return TPU_OK;

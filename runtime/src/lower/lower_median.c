@@ -47,19 +47,16 @@ static tpu_val_t md_rows(tpu_lower_ctx_t* cx, int64_t dim, bool keepdim, md_rows
     int64_t f[2] = {1, r->len};
     return tpu_ir_reshape(g, x, f, 2);
   }
-  int64_t perm[TPU_MAX_RANK], td[TPU_MAX_RANK];
+  int64_t perm[TPU_MAX_RANK];
   int k = 0;
   for (int i = 0; i < rank; ++i)
     if (i != dim) perm[k++] = i;
   perm[k] = dim;
-  for (int i = 0; i < rank; ++i) {
-    td[i] = d[perm[i]];
+  for (int i = 0; i < rank; ++i)
     if (i != dim || keepdim) r->out[r->nout++] = i == dim ? 1 : d[i];
-  }
   r->len = d[dim];
   r->rows = prod(d, rank) / (r->len ? r->len : 1);
   if (dim != rank - 1) x = tpu_ir_transpose(g, x, perm);
-  (void)td;
   int64_t f[2] = {r->rows, r->len};
   return tpu_ir_reshape(g, x, f, 2);
 }
@@ -74,7 +71,7 @@ static void md_sort(tpu_graph_t* g, tpu_val_t x, const int64_t* d2, tpu_val_t* v
 
 // Element pos[r] (i64 [rows]) of each row of x [rows, len] -> [rows].
 static tpu_val_t md_pick(tpu_graph_t* g, tpu_val_t x, tpu_val_t pos, int64_t rows, int64_t len) {
-  int64_t flat = rows * len, r1[2] = {rows, 1};
+  int64_t flat = rows * len;
   tpu_val_t off = tpu_ir_binary(
       g, TPU_IR_ADD,
       tpu_ir_binary(g, TPU_IR_MUL, tpu_ir_iota(g, TPU_I64, &rows, 1, 0),
@@ -86,7 +83,6 @@ static tpu_val_t md_pick(tpu_graph_t* g, tpu_val_t x, tpu_val_t pos, int64_t row
   dn.n_start_map = 1;
   dn.index_vector_dim = 1;
   int64_t one = 1;
-  (void)r1;
   return tpu_ir_gather(g, tpu_ir_reshape(g, x, &flat, 1), off, &dn, &one);
 }
 
