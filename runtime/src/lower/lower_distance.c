@@ -1,5 +1,6 @@
 // Distances: _cdist_forward, _cdist_backward, _pdist_forward,
-// _pdist_backward.
+// _pdist_backward; and the margin losses (multi_margin_loss,
+// multilabel_margin_loss) with their backward, at the end.
 //
 // cdist forms every row difference x1[i] - x2[j] as one [N, R1, R2, C] value
 // and reduces over C with PyTorch's formula for p (0, 1, 2, inf or general),

@@ -1,6 +1,8 @@
-// Grid sampling: grid_sampler_2d / grid_sampler_3d and their backward.
+// Gathers and scatters at computed positions: grid sampling
+// (grid_sampler_2d / 3d and their backward), embedding bags (and
+// embedding_renorm_), max unpooling.
 //
-// One generic lowering over S = 2 or 3 spatial dims. The grid's coordinates
+// Grid sampling is one generic lowering over S = 2 or 3 spatial dims. The grid's coordinates
 // become source positions (unnormalized, then clipped or reflected by the
 // padding mode, as PyTorch's GridSampler helpers do); each interpolation
 // mode is a separable set of taps per spatial dim (nearest: 1, bilinear: 2,
