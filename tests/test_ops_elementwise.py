@@ -597,3 +597,10 @@ def test_inplace_through_out_never_broadcasts_self():
     # ldexp_ writes through mul's out=: self may not grow to the broadcast shape.
     check_error(lambda a, b: a.clone().ldexp_(b), torch.randn(5, 1), torch.randint(-3, 3, (5, 5)))
     check_error(lambda a, b: torch.add(a, b, out=a), torch.randn(5, 1), torch.randn(5, 5))
+
+
+def test_angle():
+    check(torch.angle, torch.tensor([-1.0, 0.0, -0.0, 2.0, math.nan, -math.inf]))
+    check(torch.angle, torch.tensor([-3, 0, 4]))
+    check(torch.angle, torch.tensor([1 + 1j, -1 + 0j, complex(-1, -0.0), 0j], dtype=torch.complex64))
+    check(torch.angle, floats(torch.bfloat16, n=20))

@@ -3,6 +3,8 @@ gather / scatter / index_* family, advanced indexing and index_put, masked
 ops, nonzero (data-dependent shapes), sort / topk / kthvalue, flip, roll,
 tril / triu, padding, repeat; their in-place and out= forms, backward, and
 the errors (index bounds are checked on the device)."""
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -743,3 +745,22 @@ def test_index_reduce(reduce):
 def test_gather_empty_index_of_any_dtype():
     # CPU reads no index, so it does not check the index dtype.
     check(lambda x, i: torch.gather(x, 0, i), torch.randn(5), torch.empty(0, dtype=torch.uint8))
+
+
+def test_bucketize_searchsorted():
+    b = torch.tensor([1.0, 3.0, 5.0, 7.0])
+    v = torch.tensor([[0.0, 1.0, 2.0], [7.0, 8.0, math.nan]])
+    for right in (False, True):
+        check(lambda x, s: torch.bucketize(x, s, right=right), v, b)
+        check(lambda x, s: torch.bucketize(x, s, out_int32=True, right=right), v, b)
+        check(lambda s: torch.bucketize(3, s, right=right), b)
+        check(lambda s, x: torch.searchsorted(s, x, right=right), b, v)
+    seq = torch.tensor([[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]])
+    check(lambda s, x: torch.searchsorted(s, x, side="right"), seq, torch.tensor([[3.0, 0.0], [4.0, 9.0]]))
+    check(lambda s: torch.searchsorted(s, 4.0), seq[0])
+    check(lambda s, x, o: torch.searchsorted(s, x, sorter=o), torch.tensor([5.0, 1.0, 3.0]),
+          torch.tensor([3.0, 4.0]), torch.tensor([1, 2, 0]))
+    check(lambda x, s: torch.bucketize(x, s), torch.arange(10), torch.tensor([2, 4, 6]))
+    check_error(lambda x, s: torch.bucketize(x, s), v, torch.ones(2, 2))
+    check_error(lambda s, x: torch.searchsorted(s, x), seq, torch.tensor([[3.0, 1.0]]))
+    check_error(lambda s, x: torch.searchsorted(s, x, side="left", right=True), b, v)

@@ -866,6 +866,25 @@ tpu_status_t tpu_lower_complex(tpu_lower_ctx_t* cx) {
   return TPU_OK;
 }
 
+// angle: the argument of a complex number (a real result); of a real
+// number, pi below 0 and 0 otherwise (NaN stays NaN), as a float.
+tpu_status_t tpu_lower_angle(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
+  if (tpu_dtype_is_complex(t)) {
+    tpu_val_t z = tpu_lower_tensor(cx, 0);
+    tpu_lower_out(cx, 0, tpu_ir_binary(g, TPU_IR_ATAN2, tpu_ir_unary(g, TPU_IR_IMAG, z),
+                                       tpu_ir_unary(g, TPU_IR_REAL, z)));
+    return TPU_OK;
+  }
+  tpu_dtype_t out = tpu_to_float(t);
+  tpu_val_t x = tpu_lower_input(cx, 0, tpu_opmath(out));
+  tpu_val_t r = tpu_ir_select(g, tpu_ew_cmp_k(cx, TPU_CMP_LT, x, 0), tpu_lower_const_like(cx, x, M_PI),
+                              tpu_lower_const_like(cx, x, 0));
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, tpu_ir_select(g, tpu_ew_isnan(g, x), x, r), out));
+  return TPU_OK;
+}
+
 tpu_status_t tpu_lower_polar(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
   tpu_val_t r, theta;

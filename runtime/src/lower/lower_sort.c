@@ -185,3 +185,97 @@ tpu_status_t tpu_lower_kthvalue(tpu_lower_ctx_t* cx) {
   tpu_lower_out(cx, 1, tpu_ir_reshape(g, i, out, nout));
   return TPU_OK;
 }
+
+//===--- bucketize / searchsorted ---===//
+
+// The insertion points of values in sorted sequences, counted instead of
+// searched: position = #{b : !(b >= v)} (left) or #{b : !(b > v)} (right),
+// which is CPU's binary search on a sorted sequence (a NaN value goes past
+// the end) and needs no sort order at all, so a sorter changes nothing.
+// `seq` has rank sr (1: shared by every value; else its leading dims match
+// the values'), the values `vals` shape vd/vr.
+static tpu_val_t insertion_points(tpu_lower_ctx_t* cx, tpu_val_t seq, int sr, tpu_val_t vals,
+                                  const int64_t* vd, int vr, bool right, tpu_dtype_t out) {
+  tpu_graph_t* g = cx->g;
+  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
+  const int64_t* sd = tpu_ir_dims(g, seq);
+  int64_t m = sd[sr - 1], cd[TPU_MAX_RANK], bs[TPU_MAX_RANK], bv[TPU_MAX_RANK];
+  int cr = vr + 1;  // [values..., m]
+  for (int i = 0; i < vr; ++i) cd[i] = vd[i], bv[i] = i;
+  cd[vr] = m;
+  for (int i = 0; i < sr; ++i) bs[i] = sr == 1 ? vr : i == sr - 1 ? vr : i;
+  tpu_val_t b = tpu_ir_broadcast(g, seq, cd, cr, bs);
+  tpu_val_t v = tpu_ir_broadcast(g, vals, cd, cr, bv);
+  tpu_val_t past = tpu_ir_unary(g, TPU_IR_NOT, tpu_ir_compare(g, right ? TPU_CMP_GT : TPU_CMP_GE,
+                                                              b, v));
+  int64_t last = vr;
+  return tpu_ir_reduce(g, tpu_ir_convert(g, past, out), tpu_ir_const(g, out, 0, NULL, 0), &last, 1,
+                       TPU_BODY_ADD);
+}
+
+// bucketize.Tensor / .Scalar (self, Tensor boundaries, *, bool out_int32, bool right)
+tpu_status_t tpu_lower_bucketize(tpu_lower_ctx_t* cx) {
+  if (tpu_arg_rank(cx, 1) != 1)
+    return tpu_invalid("boundaries tensor must be 1 dimension, but got dim(%d)", tpu_arg_rank(cx, 1));
+  int args[2] = {0, 1};
+  tpu_dtype_t t = tpu_lower_result_type(cx, args, 2);
+  tpu_dtype_t out = tpu_arg_bool(cx, 2, false) ? TPU_I32 : TPU_I64;
+  tpu_val_t seq = tpu_lower_input(cx, 1, t), vals = tpu_lower_input(cx, 0, t);
+  tpu_lower_out(cx, 0, insertion_points(cx, seq, 1, vals, tpu_arg_sizes(cx, 0),
+                                        tpu_arg_rank(cx, 0), tpu_arg_bool(cx, 3, false), out));
+  return TPU_OK;
+}
+
+// searchsorted.Tensor / .Scalar (Tensor sorted_sequence, self, *, bool out_int32,
+//                                bool right, str? side, Tensor? sorter)
+tpu_status_t tpu_lower_searchsorted(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  int sr = tpu_arg_rank(cx, 0), vr = tpu_arg_rank(cx, 1);
+  const int64_t *sd = tpu_arg_sizes(cx, 0), *vd = tpu_arg_sizes(cx, 1);
+  if (sr == 0)
+    return tpu_invalid("torch.searchsorted(): boundaries tensor should have positive dimension, "
+                       "but got 0 dimension");
+  bool match = sr == 1 || (vr == sr);
+  for (int i = 0; match && sr > 1 && i < sr - 1; ++i) match = sd[i] == vd[i];
+  if (!match) {
+    char a[256], b[256];
+    tpu_dims_str(sd, sr, ", ", a, sizeof a);
+    tpu_dims_str(vd, vr, ", ", b, sizeof b);
+    return tpu_invalid("torch.searchsorted(): boundaries tensor should be 1 dimension or the first "
+                       "N-1 dimensions of boundaries tensor and input value tensor must match, "
+                       "but we got boundaries tensor [%s] and input value tensor [%s]", a, b);
+  }
+  bool right = tpu_arg_bool(cx, 3, false);
+  const char* side = tpu_arg_string(cx, 4, NULL);
+  if (side) {
+    bool side_right = !strcmp(side, "right");
+    if (!side_right && strcmp(side, "left"))
+      return tpu_invalid("torch.searchsorted(): side can only be 'left' or 'right' but got %s", side);
+    if (right && !side_right)
+      return tpu_invalid("torch.searchsorted(): side and right can't be set to opposites, got side "
+                         "of left while right was True");
+    right = side_right;
+  }
+  if (tpu_arg_is_tensor(cx, 5)) {  // a sorter: only its validity matters to a count
+    if (tpu_arg_value_dtype(cx, 5) != TPU_I64)
+      return tpu_invalid("torch.searchsorted(): sorter must be a tensor of long dtype but got %s",
+                         tpu_dtype_torch_name(tpu_arg_value_dtype(cx, 5)));
+    bool same = tpu_arg_rank(cx, 5) == sr;
+    for (int i = 0; same && i < sr; ++i) same = tpu_arg_sizes(cx, 5)[i] == sd[i];
+    if (!same) return tpu_invalid("torch.searchsorted(): boundary and sorter must have the same size");
+    tpu_val_t s = tpu_lower_tensor(cx, 5);
+    int64_t all[TPU_MAX_RANK];
+    for (int i = 0; i < sr; ++i) all[i] = i;
+    tpu_val_t bad = tpu_ir_binary(g, TPU_IR_OR, tpu_ir_compare(g, TPU_CMP_LT, s, tpu_lower_const_like(cx, s, 0)),
+                                  tpu_ir_compare(g, TPU_CMP_GE, s, tpu_lower_const_like(cx, s, (double)sd[sr - 1])));
+    tpu_lower_assert(cx, tpu_ir_reduce(g, bad, tpu_ir_const_i(g, TPU_BOOL, 0, NULL, 0), all, sr,
+                                       TPU_BODY_OR),
+                     TPU_CODE_INVALID_ARGUMENT, "torch.searchsorted(): sorter index out of range");
+  }
+  int args[2] = {0, 1};
+  tpu_dtype_t t = tpu_lower_result_type(cx, args, 2);
+  tpu_dtype_t out = tpu_arg_bool(cx, 2, false) ? TPU_I32 : TPU_I64;
+  tpu_val_t seq = tpu_lower_input(cx, 0, t), vals = tpu_lower_input(cx, 1, t);
+  tpu_lower_out(cx, 0, insertion_points(cx, seq, sr, vals, vd, vr, right, out));
+  return TPU_OK;
+}
