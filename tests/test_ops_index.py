@@ -764,3 +764,16 @@ def test_bucketize_searchsorted():
     check_error(lambda x, s: torch.bucketize(x, s), v, torch.ones(2, 2))
     check_error(lambda s, x: torch.searchsorted(s, x), seq, torch.tensor([[3.0, 1.0]]))
     check_error(lambda s, x: torch.searchsorted(s, x, side="left", right=True), b, v)
+
+
+def test_histc():
+    x = torch.tensor([0.0, 1.0, 2.0, 2.0, 3.0, 5.0, math.nan, -1.0])
+    check(lambda a: torch.histc(a, bins=4, min=0, max=3), x)
+    check(lambda a: torch.histc(a, bins=4), x[:6])  # the data's range
+    check(lambda a: torch.histc(a, bins=4), torch.tensor([2.0, 2.0]))  # an empty range
+    check(lambda a: torch.histc(a, bins=7, min=-2, max=2), torch.randn(500))
+    check(lambda a: torch.histc(a, bins=5), torch.randn(100).to(torch.bfloat16))
+    check_error(lambda a: torch.histc(a, bins=0), x)
+    check_error(lambda a: torch.histc(a, bins=4, min=3, max=1), x)
+    with pytest.raises(RuntimeError, match="not finite"):
+        torch.histc(x.to("tpu"), bins=4).cpu()

@@ -6,6 +6,7 @@
 // original order, which is what PyTorch's stable sort returns and a valid
 // answer for kthvalue (whose tie order PyTorch leaves open). topk uses
 // stablehlo's top_k, which also keeps ties in index order.
+#include <math.h>
 #include <string.h>
 
 #include "lower/lower.h"
@@ -277,5 +278,63 @@ tpu_status_t tpu_lower_searchsorted(tpu_lower_ctx_t* cx) {
   tpu_dtype_t out = tpu_arg_bool(cx, 2, false) ? TPU_I32 : TPU_I64;
   tpu_val_t seq = tpu_lower_input(cx, 0, t), vals = tpu_lower_input(cx, 1, t);
   tpu_lower_out(cx, 0, insertion_points(cx, seq, sr, vals, vd, vr, right, out));
+  return TPU_OK;
+}
+
+//===--- histc ---===//
+
+// histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0): equal-width
+// bins over [min, max] (the data's range when both are 0; widened by 1 on
+// each side when empty), counted in self's dtype. Values outside the range
+// and NaN are not counted; the top edge belongs to the last bin.
+tpu_status_t tpu_lower_histc(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
+  if (!tpu_dtype_is_float(t) || tpu_dtype_is_complex(t))
+    return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"histogram_cpu\" not implemented for '%s'",
+                           tpu_dtype_torch_name(t));
+  int64_t bins = tpu_arg_int(cx, 1, 100);
+  if (bins <= 0)
+    return tpu_invalid("torch.histogram(): bins must be > 0, but got %lld for dimension 0",
+                       (long long)bins);
+  double mn = tpu_arg_number(cx, 2, 0), mx = tpu_arg_number(cx, 3, 0);
+  if (mn > mx) return tpu_invalid("torch.histc: max must be larger than min");
+  int64_t n = numel(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0)), zero = 0;
+  tpu_dtype_t acc = tpu_opmath(t);
+  tpu_val_t x = tpu_ir_reshape(g, tpu_lower_input(cx, 0, acc), &n, 1);
+  tpu_val_t lo = tpu_lower_number(cx, mn, acc), hi = tpu_lower_number(cx, mx, acc);
+  if (mn == mx && n > 0) {  // the data's range, which must be finite
+    lo = tpu_ir_reduce(g, x, tpu_ir_const(g, acc, INFINITY, NULL, 0), &zero, 1, TPU_BODY_MIN);
+    hi = tpu_ir_reduce(g, x, tpu_ir_const(g, acc, -INFINITY, NULL, 0), &zero, 1, TPU_BODY_MAX);
+    tpu_val_t finite = tpu_ir_compare(g, TPU_CMP_LT, tpu_ir_unary(g, TPU_IR_ABS, x),
+                                      tpu_ir_const(g, acc, INFINITY, &n, 1));  // NaN: false
+    tpu_val_t bad = tpu_ir_reduce(g, tpu_ir_unary(g, TPU_IR_NOT, finite),
+                                  tpu_ir_const_i(g, TPU_BOOL, 0, NULL, 0), &zero, 1, TPU_BODY_OR);
+    tpu_lower_assert(cx, bad, TPU_CODE_INVALID_ARGUMENT, "torch.histc: range of [min, max] is not finite");
+  }
+  tpu_val_t one = tpu_ir_const(g, acc, 1, NULL, 0);
+  tpu_val_t empty = tpu_ir_compare(g, TPU_CMP_EQ, lo, hi);
+  lo = tpu_ir_select(g, empty, tpu_ir_binary(g, TPU_IR_SUB, lo, one), lo);
+  hi = tpu_ir_select(g, empty, tpu_ir_binary(g, TPU_IR_ADD, hi, one), hi);
+  tpu_val_t lo_n = tpu_ir_broadcast(g, lo, &n, 1, NULL), hi_n = tpu_ir_broadcast(g, hi, &n, 1, NULL);
+  tpu_val_t scale = tpu_ir_binary(g, TPU_IR_DIV, tpu_ir_const(g, acc, (double)bins, NULL, 0),
+                                  tpu_ir_binary(g, TPU_IR_SUB, hi, lo));
+  tpu_val_t pos = tpu_ir_convert(g, tpu_ir_binary(g, TPU_IR_MUL, tpu_ir_binary(g, TPU_IR_SUB, x, lo_n),
+                                                  tpu_ir_broadcast(g, scale, &n, 1, NULL)),
+                                 TPU_I64);
+  tpu_val_t last = tpu_ir_const_i(g, TPU_I64, bins - 1, &n, 1);
+  pos = tpu_ir_binary(g, TPU_IR_MIN, pos, last);  // the top edge
+  tpu_val_t inside = tpu_ir_binary(g, TPU_IR_AND, tpu_ir_compare(g, TPU_CMP_GE, x, lo_n),
+                                   tpu_ir_compare(g, TPU_CMP_LE, x, hi_n));
+  pos = tpu_ir_select(g, inside, pos, tpu_ir_const_i(g, TPU_I64, bins, &n, 1));  // a spare bin
+  int64_t nb = bins + 1;
+  tpu_scatter_dims_t dn = {0};
+  dn.n_inserted = 1;
+  dn.n_to_operand = 1;
+  dn.index_vector_dim = 1;
+  tpu_val_t counts = tpu_ir_scatter(g, tpu_ir_const(g, t, 0, &nb, 1),
+                                    pos,
+                                    tpu_ir_const(g, t, 1, &n, 1), &dn, TPU_BODY_ADD);
+  tpu_lower_out(cx, 0, tpu_ir_slice(g, counts, &zero, &bins, NULL));
   return TPU_OK;
 }
