@@ -6,6 +6,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
 
@@ -69,6 +70,9 @@ int64_t steps_taken();
 
 // Registers the boxed kernel of op table row `row` for an ATen overload.
 void register_kernel(const std::string& qualified_name, int row);
+// Runs a boxed call on the CPU: counted in the metrics, warned once, an
+// error under TORCHTPU_FALLBACK=error.
+void cpu_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
 void register_fallback();
 // Whether a backward pass ran ops on the device (so autograd's device
 // worker thread exists).

@@ -178,6 +178,34 @@ at::Tensor& masked_select_out_tpu(const at::Tensor& self, const at::Tensor& mask
   return write_out(masked_select_tpu(self, mask), out);
 }
 
+// torch.unique (without dim) and unique_consecutive: the number of groups
+// is read back, then a static-shape row computes values, inverse and counts.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_rows(const at::Tensor& self,
+                                                           bool consecutive, bool return_inverse,
+                                                           bool return_counts) {
+  static const int count_row = row_id("unique_count"), row = row_id("unique_static");
+  c10::DeviceIndex device = index_of_device(self);
+  int64_t n = RowCall(count_row, device).tensor(self).boolean(consecutive).run()[0].item<int64_t>();
+  std::vector<at::Tensor> r = RowCall(row, device).tensor(self).boolean(consecutive).integer(n).run();
+  at::Tensor none = at::empty({0}, self.options().dtype(at::kLong));  // not asked for, as on CPU
+  return {r[0], return_inverse ? r[1] : none, return_counts ? r[2] : none};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2_tpu(const at::Tensor& self, bool /*sorted*/,
+                                                           bool return_inverse, bool return_counts) {
+  return unique_rows(self, false, return_inverse, return_counts);  // CPU sorts either way
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive_tpu(
+    const at::Tensor& self, bool return_inverse, bool return_counts, std::optional<int64_t> dim) {
+  if (!dim.has_value()) return unique_rows(self, true, return_inverse, return_counts);
+  static const c10::OperatorHandle op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::unique_consecutive", "");
+  std::vector<c10::IValue> stack{self, return_inverse, return_counts, dim};
+  cpu_fallback(op, &stack);  // along a dim: not lowered yet
+  return {stack[0].toTensor(), stack[1].toTensor(), stack[2].toTensor()};
+}
+
 bool is_mask(const at::Tensor& t) {
   return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
 }
@@ -279,6 +307,8 @@ bool equal_tpu(const at::Tensor& self, const at::Tensor& other) {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("equal", TORCH_FN(equal_tpu));
+  m.impl("_unique2", TORCH_FN(unique2_tpu));
+  m.impl("unique_consecutive", TORCH_FN(unique_consecutive_tpu));
   m.impl("nonzero", TORCH_FN(nonzero_tpu));
   m.impl("nonzero.out", TORCH_FN(nonzero_out_tpu));
   m.impl("masked_select", TORCH_FN(masked_select_tpu));

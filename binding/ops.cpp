@@ -487,9 +487,11 @@ std::deque<torch::Library>& libraries() {
   return libs;
 }
 
+}  // namespace
+
 //===--- the CPU fallback ---===//
 
-bool fallback_is_error() {
+static bool fallback_is_error() {
   const char* v = std::getenv("TORCHTPU_FALLBACK");
   return v && std::string(v) == "error";
 }
@@ -511,6 +513,8 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   at::native::cpu_fallback(op, stack);
 }
+
+namespace {
 
 //===--- storage, views, copies ---===//
 

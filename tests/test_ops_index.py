@@ -777,3 +777,23 @@ def test_histc():
     check_error(lambda a: torch.histc(a, bins=4, min=3, max=1), x)
     with pytest.raises(RuntimeError, match="not finite"):
         torch.histc(x.to("tpu"), bins=4).cpu()
+
+
+def test_unique():
+    x = torch.tensor([3.0, 1.0, 2.0, 3.0, math.nan, 1.0, math.nan])
+    for inv in (False, True):
+        for cnt in (False, True):
+            check(lambda a: torch.unique(a, return_inverse=inv, return_counts=cnt), x)
+            check(lambda a: torch.unique(a, sorted=False, return_inverse=inv, return_counts=cnt),
+                  torch.randint(0, 5, (4, 6)))
+            check(lambda a: torch.unique_consecutive(a, return_inverse=inv, return_counts=cnt),
+                  torch.tensor([1, 1, 2, 2, 3, 1, 1]))
+    check(lambda a: torch.unique(a, return_inverse=True, return_counts=True), torch.tensor(5.0))
+    check(lambda a: torch.unique(a, return_inverse=True, return_counts=True), torch.empty(0, 3))
+    check(lambda a: torch.unique(a, return_inverse=True), torch.tensor([True, False, True]))
+    check(lambda a: torch.unique(a), torch.randn(50).to(torch.bfloat16).round())
+    # unique_consecutive along a dim runs on the CPU, counted
+    before = fallbacks().get("aten::unique_consecutive", 0)
+    check(lambda a: torch.unique_consecutive(a, dim=0), torch.tensor([[1, 2], [1, 2], [3, 4]]),
+          fallback_ok=True)
+    assert fallbacks().get("aten::unique_consecutive", 0) == before + 1

@@ -1408,6 +1408,83 @@ tpu_status_t tpu_lower_nonzero_static(tpu_lower_ctx_t* cx) {
   return TPU_OK;
 }
 
+//===--- unique ---===//
+
+// The flattened values of self (n entries) in the order unique groups them
+// (sorted, stably, unless consecutive), with their original positions and
+// the group number (from 0) of each.
+typedef struct unique_groups {
+  tpu_val_t values, positions, group;
+} unique_groups_t;
+
+static unique_groups_t unique_groups(tpu_lower_ctx_t* cx, int64_t n, bool consecutive) {
+  tpu_graph_t* g = cx->g;
+  unique_groups_t u;
+  u.values = tpu_ir_reshape(g, tpu_lower_tensor(cx, 0), &n, 1);
+  u.positions = tpu_ir_iota(g, TPU_I64, &n, 1, 0);
+  if (!consecutive) {  // NaN last, each NaN its own group (NaN != NaN), as CPU
+    tpu_val_t ops[2] = {u.values, u.positions};
+    tpu_val_t sorted = tpu_ir_sort(g, ops, 2, 0, TPU_SORT_ASCENDING, true);
+    u.values = tpu_ir_result(g, sorted, 0);
+    u.positions = tpu_ir_result(g, sorted, 1);
+  }
+  // A group starts where a value differs from the one before it.
+  int64_t zero = 0, one = 1, rest = n - 1;
+  tpu_val_t first = tpu_ir_const_i(g, TPU_I64, 1, &one, 1);
+  tpu_val_t prev = tpu_ir_slice(g, u.values, &zero, &rest, NULL);
+  tpu_val_t next = tpu_ir_slice(g, u.values, &one, &n, NULL);
+  tpu_val_t starts = tpu_ir_convert(g, tpu_ir_compare(g, TPU_CMP_NE, next, prev), TPU_I64);
+  tpu_val_t parts[2] = {first, starts};
+  tpu_val_t begins = tpu_ir_concat(g, parts, 2, 0);
+  u.group = tpu_ir_binary(g, TPU_IR_SUB, prefix_sum(g, begins, n, TPU_I64), splat_i64(g, 1, &n, 1));
+  return u;
+}
+
+// unique_count(Tensor self, bool consecutive): the number of groups, 0-d.
+tpu_status_t tpu_lower_unique_count(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  int64_t n = prod(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0));
+  if (n == 0) {
+    tpu_lower_out(cx, 0, tpu_ir_const_i(g, TPU_I64, 0, NULL, 0));
+    return TPU_OK;
+  }
+  unique_groups_t u = unique_groups(cx, n, tpu_arg_bool(cx, 1, false));
+  tpu_val_t last = tpu_ir_slice(g, u.group, (int64_t[]){n - 1}, &n, NULL);
+  tpu_lower_out(cx, 0, tpu_ir_binary(g, TPU_IR_ADD, tpu_ir_reshape(g, last, NULL, 0),
+                                     tpu_ir_const_i(g, TPU_I64, 1, NULL, 0)));
+  return TPU_OK;
+}
+
+// unique_static(Tensor self, bool consecutive, int size): the `size` unique
+// values (the count the binding read back), the inverse indices (self's
+// shape) and the counts.
+tpu_status_t tpu_lower_unique_static(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
+  if (tpu_dtype_is_complex(t))
+    return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"unique\" not implemented for '%s'",
+                           tpu_dtype_torch_name(t));
+  int rank = tpu_arg_rank(cx, 0);
+  const int64_t* d = tpu_arg_sizes(cx, 0);
+  int64_t n = prod(d, rank), size = tpu_arg_int(cx, 2, 0);
+  if (n == 0) {
+    tpu_lower_out(cx, 0, zeros(g, t, &size, 1));
+    tpu_lower_out(cx, 1, zeros(g, TPU_I64, d, rank));
+    tpu_lower_out(cx, 2, zeros(g, TPU_I64, &size, 1));
+    return TPU_OK;
+  }
+  unique_groups_t u = unique_groups(cx, n, tpu_arg_bool(cx, 1, false));
+  tpu_val_t values = scatter_flat(g, zeros(g, t, &size, 1), u.group, u.values, 1, TPU_BODY_REPLACE);
+  tpu_val_t counts = scatter_flat(g, zeros(g, TPU_I64, &size, 1), u.group,
+                                  splat_i64(g, 1, &n, 1), 1, TPU_BODY_ADD);
+  tpu_val_t inverse = scatter_flat(g, zeros(g, TPU_I64, &n, 1), u.positions, u.group, 1,
+                                   TPU_BODY_REPLACE);
+  tpu_lower_out(cx, 0, values);
+  tpu_lower_out(cx, 1, tpu_ir_reshape(g, inverse, d, rank));
+  tpu_lower_out(cx, 2, counts);
+  return TPU_OK;
+}
+
 // masked_select_static(Tensor self, Tensor mask, int size): the elements of
 // self (broadcast with mask) where mask holds, `size` of them (the count the
 // binding read back).
