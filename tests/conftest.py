@@ -74,6 +74,24 @@ def check(fn, *inputs, atol=None, rtol=None, fallback_ok=False, **kwargs):
     return actual
 
 
+def check_grad(fn, *inputs, atol=None, rtol=None):
+    """Gradients of fn's output (its first, for a tuple) w.r.t. the inputs
+    that require grad, for one random output gradient, on CPU and on tpu (no
+    CPU fallback)."""
+    def first(r):
+        return r[0] if isinstance(r, tuple) else r
+
+    out = first(fn(*inputs))
+    g = torch.randn_like(out)
+    leaves = [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]
+    expected = torch.autograd.grad(out, leaves, g)
+    tpu_inputs = [to_tpu(x) for x in inputs]
+    tpu_leaves = [x for x in tpu_inputs if isinstance(x, torch.Tensor) and x.requires_grad]
+    with NoFallback():
+        actual = torch.autograd.grad(first(fn(*tpu_inputs)), tpu_leaves, g.to(TPU))
+    assert_same(expected, actual, atol=atol, rtol=rtol)
+
+
 def check_error(fn, *inputs, **kwargs):
     """fn must raise on tpu the same exception type (and message) as on CPU."""
     with pytest.raises(Exception) as cpu_err:

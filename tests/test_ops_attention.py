@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from conftest import TPU, NoFallback, assert_same, check, check_error, to_tpu
+from conftest import TPU, NoFallback, assert_same, check, check_error, check_grad, to_tpu
 
 A = torch.ops.aten
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
@@ -20,20 +20,6 @@ FUSED, MATH = int(SDPBackend.OVERRIDEABLE), int(SDPBackend.MATH)
 
 def rand(*shape, dtype=torch.float32, grad=False):
     return torch.randn(shape).to(dtype).requires_grad_(grad)
-
-
-def check_grad(fn, *inputs, atol=None, rtol=None):
-    """fn's gradients w.r.t. the inputs that require grad, for one random
-    output gradient, on CPU and on tpu (no CPU fallback)."""
-    out = fn(*inputs)
-    g = torch.randn_like(out)
-    leaves = [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]
-    expected = torch.autograd.grad(out, leaves, g)
-    tpu_inputs = [to_tpu(x) for x in inputs]
-    tpu_leaves = [x for x in tpu_inputs if isinstance(x, torch.Tensor) and x.requires_grad]
-    with NoFallback():
-        actual = torch.autograd.grad(fn(*tpu_inputs), tpu_leaves, g.to(TPU))
-    assert_same(expected, actual, atol=atol, rtol=rtol)
 
 
 #===--- scaled dot-product attention ---===#

@@ -5,24 +5,14 @@ and complex, out=, backward, errors."""
 import pytest
 import torch
 
-from conftest import TPU, NoFallback, assert_same, check, check_error, to_tpu
+from conftest import TPU, NoFallback, check, check_error, check_grad
 
 A = torch.ops.aten
 TOL = dict(atol=1e-4, rtol=1e-4)
 
 
-def check_grad(fn, *inputs, atol=1e-4, rtol=1e-4):
-    """Gradients of fn's output w.r.t. the inputs that require grad, for one
-    random output gradient, on CPU and on tpu (no CPU fallback)."""
-    out = fn(*inputs)
-    g = torch.randn_like(out)
-    leaves = [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]
-    expected = torch.autograd.grad(out, leaves, g)
-    tpu_inputs = [to_tpu(x) for x in inputs]
-    tpu_leaves = [x for x in tpu_inputs if isinstance(x, torch.Tensor) and x.requires_grad]
-    with NoFallback():
-        actual = torch.autograd.grad(fn(*tpu_inputs), tpu_leaves, g.to(TPU))
-    assert_same(expected, actual, atol=atol, rtol=rtol)
+def check_grad_tol(fn, *inputs, atol=1e-4, rtol=1e-4):
+    check_grad(fn, *inputs, atol=atol, rtol=rtol)
 
 
 #===--- FFT ---===#
@@ -77,11 +67,11 @@ def test_fft_out():
 def test_fft_backward():
     x = torch.randn(4, 6, requires_grad=True)
     z = torch.randn(4, 6, dtype=torch.complex64, requires_grad=True)
-    check_grad(lambda x: torch.fft.rfft(x, norm="ortho").abs(), x)
-    check_grad(lambda x: torch.fft.fftn(x).real, x)
-    check_grad(lambda z: torch.fft.irfft(z, n=10), z)
-    check_grad(lambda z: torch.fft.ifft2(z).imag, z)
-    check_grad(lambda z: torch.fft.hfft(z), z)
+    check_grad_tol(lambda x: torch.fft.rfft(x, norm="ortho").abs(), x)
+    check_grad_tol(lambda x: torch.fft.fftn(x).real, x)
+    check_grad_tol(lambda z: torch.fft.irfft(z, n=10), z)
+    check_grad_tol(lambda z: torch.fft.ifft2(z).imag, z)
+    check_grad_tol(lambda z: torch.fft.hfft(z), z)
 
 
 def test_fft_errors():
@@ -164,13 +154,13 @@ def test_cholesky_family_backward():
     a = spd(2, n=3).requires_grad_()
     lo = tri(2, 3, 3).requires_grad_()
     b = torch.randn(2, 3, 2, requires_grad=True)
-    check_grad(lambda a: torch.linalg.cholesky(a), a)
-    check_grad(lambda a: torch.linalg.cholesky_ex(a, upper=True).L, a)
-    check_grad(lambda a: torch.cholesky(a), a)
-    check_grad(lambda lo, b: torch.linalg.solve_triangular(lo, b, upper=False), lo, b)
-    check_grad(lambda lo, b: torch.triangular_solve(b, lo, upper=False).solution, lo, b)
-    check_grad(lambda lo, b: torch.cholesky_solve(b, lo), lo, b, atol=1e-3, rtol=1e-3)
-    check_grad(lambda lo: torch.cholesky_inverse(lo), lo, atol=1e-3, rtol=1e-3)
+    check_grad_tol(lambda a: torch.linalg.cholesky(a), a)
+    check_grad_tol(lambda a: torch.linalg.cholesky_ex(a, upper=True).L, a)
+    check_grad_tol(lambda a: torch.cholesky(a), a)
+    check_grad_tol(lambda lo, b: torch.linalg.solve_triangular(lo, b, upper=False), lo, b)
+    check_grad_tol(lambda lo, b: torch.triangular_solve(b, lo, upper=False).solution, lo, b)
+    check_grad_tol(lambda lo, b: torch.cholesky_solve(b, lo), lo, b, atol=1e-3, rtol=1e-3)
+    check_grad_tol(lambda lo: torch.cholesky_inverse(lo), lo, atol=1e-3, rtol=1e-3)
 
 
 def test_cholesky_not_positive_definite():

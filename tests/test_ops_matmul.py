@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import TPU, NoFallback, assert_same, check, check_error, to_tpu
+from conftest import check, check_error, check_grad
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 # Half-precision products accumulate in float and round once; CPU may round
@@ -25,20 +25,6 @@ def rand(*shape, dtype=torch.float32, grad=False):
     else:
         x = torch.randint(-5, 6, shape, dtype=dtype)
     return x.requires_grad_(grad)
-
-
-def check_grad(fn, *inputs, atol=None, rtol=None):
-    """Gradients of fn w.r.t. the inputs that require grad, for one random
-    output gradient, on CPU and on tpu (no CPU fallback allowed)."""
-    out = fn(*inputs)
-    g = torch.randn_like(out)
-    leaves = [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]
-    expected = torch.autograd.grad(out, leaves, g)
-    tpu_inputs = [to_tpu(x) for x in inputs]
-    tpu_leaves = [x for x in tpu_inputs if isinstance(x, torch.Tensor) and x.requires_grad]
-    with NoFallback():
-        actual = torch.autograd.grad(fn(*tpu_inputs), tpu_leaves, g.to(TPU))
-    assert_same(expected, actual, atol=atol, rtol=rtol)
 
 
 @pytest.mark.parametrize("dtype", FLOATS + [torch.int64], ids=str)

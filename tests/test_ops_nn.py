@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import TPU, NoFallback, assert_same, check, check_error, to_tpu
+from conftest import TPU, NoFallback, assert_same, check, check_error, check_grad
 
 A = torch.ops.aten
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
@@ -20,23 +20,6 @@ TOL = {
 
 def rand(*shape, dtype=torch.float32, grad=False):
     return torch.randn(shape).to(dtype).requires_grad_(grad)
-
-
-def check_grad(fn, *inputs, atol=None, rtol=None):
-    """Gradients of fn's first output w.r.t. the inputs that require grad,
-    for one random output gradient, on CPU and on tpu (no CPU fallback)."""
-    def first(r):
-        return r[0] if isinstance(r, tuple) else r
-
-    out = first(fn(*inputs))
-    g = torch.randn_like(out)
-    leaves = [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]
-    expected = torch.autograd.grad(out, leaves, g)
-    tpu_inputs = [to_tpu(x) for x in inputs]
-    tpu_leaves = [x for x in tpu_inputs if isinstance(x, torch.Tensor) and x.requires_grad]
-    with NoFallback():
-        actual = torch.autograd.grad(first(fn(*tpu_inputs)), tpu_leaves, g.to(TPU))
-    assert_same(expected, actual, atol=atol, rtol=rtol)
 
 
 #===--- convolution ---===#

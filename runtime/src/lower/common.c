@@ -102,3 +102,17 @@ bool tpu_arg_mask_bit(const tpu_lower_ctx_t* cx, int i, int j) {
   const tpu_arg_t* a = tpu_arg(cx, i);
   return a->kind == TPU_ARG_BOOLS && j < a->count ? a->bools[j] : true;
 }
+
+int64_t tpu_numel(const int64_t* d, int n) {
+  int64_t p = 1;
+  for (int i = 0; i < n; ++i) p *= d[i];
+  return p;
+}
+
+const char* tpu_shape_str(const int64_t* d, int n, char* buf, size_t size) {
+  size_t k = (size_t)snprintf(buf, size, "[");
+  for (int i = 0; i < n && k < size; ++i)
+    k += (size_t)snprintf(buf + k, size - k, "%s%lld", i ? ", " : "", (long long)d[i]);
+  if (k < size) snprintf(buf + k, size - k, "]");
+  return buf;
+}

@@ -163,6 +163,10 @@ const char* tpu_dtype_torch_name(tpu_dtype_t t);
 // Its C++ spelling ("float", "c10::BFloat16", "long int"), which some
 // PyTorch dtype errors use.
 const char* tpu_dtype_cpp_name(tpu_dtype_t t);
+// The number of elements of a shape.
+int64_t tpu_numel(const int64_t* d, int n);
+// A shape as "[2, 3, 4]" in buf, for messages; returns buf.
+const char* tpu_shape_str(const int64_t* d, int n, char* buf, size_t size);
 // Sizes as "2, 3, 4" (with `sep` between them) for messages.
 void tpu_dims_str(const int64_t* d, int rank, const char* sep, char* out, size_t size);
 // Element j of an output_mask (bool[]) argument i; true when absent.

@@ -297,13 +297,6 @@ tpu_status_t tpu_lower_convolution_backward(tpu_lower_ctx_t* cx) {
 
 static const char* const count_names[4] = {"", "one", "two", "three"};
 
-// The flat spatial size and the product of the leading dims.
-static int64_t prod(const int64_t* d, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; ++i) p *= d[i];
-  return p;
-}
-
 typedef struct pool {
   int n;     // spatial dims
   int lead;  // dims before them ([C] or [N, C])
@@ -615,7 +608,7 @@ static tpu_status_t scatter_grad(tpu_lower_ctx_t* cx, int dy_arg, int x_arg, int
     if (ds[i] != xs[i])
       return tpu_invalid("max pooling backward: grad_output and input batch dims differ");
   tpu_dtype_t t = tpu_arg_value_dtype(cx, x_arg), acc = tpu_opmath(t);
-  int64_t b = prod(xs, lead), plane = prod(xs + lead, n), m = prod(ds + lead, n);
+  int64_t b = tpu_numel(xs, lead), plane = tpu_numel(xs + lead, n), m = tpu_numel(ds + lead, n);
   int64_t total = b * plane, upd = b * m, bm[2] = {b, m}, um[2] = {upd, 1};
   tpu_val_t dy = tpu_ir_reshape(g, tpu_lower_input(cx, dy_arg, acc), &upd, 1);
   tpu_val_t idx = tpu_ir_reshape(g, tpu_lower_input(cx, idx_arg, TPU_I64), bm, 2);
@@ -916,7 +909,7 @@ static tpu_status_t adaptive_max_pool(tpu_lower_ctx_t* cx, int n, const char* na
   tpu_graph_t* g = cx->g;
   int rank = tpu_arg_rank(cx, 0), lead = rank - n;
   const int64_t* in = tpu_arg_sizes(cx, 0) + lead;
-  if (prod(out, n) == 0) {  // no windows
+  if (tpu_numel(out, n) == 0) {  // no windows
     int64_t dims[TPU_MAX_RANK];
     memcpy(dims, tpu_arg_sizes(cx, 0), sizeof(int64_t) * (size_t)lead);
     memcpy(dims + lead, out, sizeof(int64_t) * (size_t)n);

@@ -18,12 +18,6 @@
 
 #include "lower/lower.h"
 
-static int64_t prod(const int64_t* d, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; ++i) p *= d[i];
-  return p;
-}
-
 static tpu_val_t splat(tpu_graph_t* g, tpu_dtype_t t, double v, const int64_t* d, int n) {
   return tpu_ir_const(g, t, v, d, n);
 }
@@ -173,7 +167,7 @@ static tpu_status_t cdist_shape(tpu_lower_ctx_t* cx, int a1, int a2, cdist_shape
   s->r1 = d1[n1 - 2];
   s->r2 = d2[n2 - 2];
   TPU_RETURN_IF_ERROR(tpu_broadcast_shapes(d1, n1 - 2, d2, n2 - 2, s->batch, &s->nb));
-  s->n = prod(s->batch, s->nb);
+  s->n = tpu_numel(s->batch, s->nb);
   return TPU_OK;
 }
 
@@ -219,7 +213,7 @@ tpu_status_t tpu_lower_cdist(tpu_lower_ctx_t* cx) {
   out[s.nb] = s.r1;
   out[s.nb + 1] = s.r2;
   int nout = s.nb + 2;
-  if (prod(out, nout) == 0 || s.c == 0) {
+  if (tpu_numel(out, nout) == 0 || s.c == 0) {
     tpu_lower_out(cx, 0, tpu_ir_const(g, t, 0, out, nout));
     return TPU_OK;
   }
@@ -358,8 +352,8 @@ tpu_status_t tpu_lower_pdist_backward(tpu_lower_ctx_t* cx) {
   const int64_t* d = tpu_arg_sizes(cx, 1);
   int64_t n = d[0], c = d[1], k = n > 1 ? n * (n - 1) / 2 : 0;
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 1), acc = tpu_opmath(t);
-  int64_t gk = prod(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0));
-  int64_t dk = prod(tpu_arg_sizes(cx, 3), tpu_arg_rank(cx, 3));
+  int64_t gk = tpu_numel(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0));
+  int64_t dk = tpu_numel(tpu_arg_sizes(cx, 3), tpu_arg_rank(cx, 3));
   if (k == 0 || c == 0 || p == 0) {
     tpu_lower_out(cx, 0, tpu_ir_const(g, t, 0, d, 2));
     return TPU_OK;

@@ -86,12 +86,6 @@ static tpu_val_t normalize(tpu_lower_ctx_t* cx, tpu_val_t y, int64_t norm, doubl
   return tpu_ir_binary(cx->g, TPU_IR_MUL, y, tpu_lower_const_like(cx, y, s));
 }
 
-static int64_t numel(const int64_t* d, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; ++i) p *= d[i];
-  return p;
-}
-
 static tpu_status_t check_norm(int64_t norm) {
   if (norm < 0 || norm > 2)
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "Unsupported normalization type %lld",
@@ -120,7 +114,7 @@ tpu_status_t tpu_lower_fft_r2c(tpu_lower_ctx_t* cx) {
   memcpy(out, in, sizeof(int64_t) * (size_t)rank);
   int64_t last = fd.d[fd.n - 1];
   if (onesided) out[last] = in[last] / 2 + 1;
-  if (numel(in, rank) == 0) {
+  if (tpu_numel(in, rank) == 0) {
     tpu_lower_out(cx, 0, tpu_ir_const(g, ct, 0, out, rank));
     return TPU_OK;
   }
@@ -154,7 +148,7 @@ tpu_status_t tpu_lower_fft_c2c(tpu_lower_ctx_t* cx) {
   bool forward = tpu_arg_bool(cx, 3, true);
   const int64_t* in = tpu_arg_sizes(cx, 0);
   tpu_val_t x = tpu_lower_tensor(cx, 0);
-  if (numel(in, rank) == 0) {
+  if (tpu_numel(in, rank) == 0) {
     tpu_lower_out(cx, 0, x);
     return TPU_OK;
   }
@@ -193,7 +187,7 @@ tpu_status_t tpu_lower_fft_c2r(tpu_lower_ctx_t* cx) {
   memcpy(out, in, sizeof(int64_t) * (size_t)rank);
   out[last] = lds;
   tpu_dtype_t rt = real_of(tpu_arg_value_dtype(cx, 0));
-  if (numel(out, rank) == 0) {
+  if (tpu_numel(out, rank) == 0) {
     tpu_lower_out(cx, 0, tpu_ir_const(g, rt, 0, out, rank));
     return TPU_OK;
   }

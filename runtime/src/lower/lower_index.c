@@ -20,21 +20,6 @@
 
 static const int64_t all_dims[TPU_MAX_RANK] = {0, 1, 2, 3, 4, 5, 6, 7};
 
-static int64_t prod(const int64_t* d, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; ++i) p *= d[i];
-  return p;
-}
-
-// "[2, 3]" into buf.
-static const char* shape_str(const int64_t* d, int n, char* buf, size_t size) {
-  size_t k = (size_t)snprintf(buf, size, "[");
-  for (int i = 0; i < n && k < size; ++i)
-    k += (size_t)snprintf(buf + k, size - k, "%s%lld", i ? ", " : "", (long long)d[i]);
-  if (k < size) snprintf(buf + k, size - k, "]");
-  return buf;
-}
-
 static tpu_val_t zeros(tpu_graph_t* g, tpu_dtype_t t, const int64_t* d, int n) {
   return tpu_ir_const(g, t, 0, d, n);
 }
@@ -56,7 +41,7 @@ static tpu_val_t count_true(tpu_graph_t* g, tpu_val_t b, int rank) {
 }
 
 static tpu_val_t flat(tpu_graph_t* g, tpu_val_t x, const int64_t* d, int n) {
-  int64_t len = prod(d, n);
+  int64_t len = tpu_numel(d, n);
   return tpu_ir_reshape(g, x, &len, 1);
 }
 
@@ -306,7 +291,7 @@ tpu_status_t tpu_lower_cat(tpu_lower_ctx_t* cx) {
     if (v->sizes[dim] == 0) continue;  // adds nothing
     parts[np++] = tpu_ir_convert(g, tpu_lower_tensor_at(cx, 0, i), t);
   }
-  if (np == 0 || prod(out, rank) == 0) {
+  if (np == 0 || tpu_numel(out, rank) == 0) {
     tpu_lower_out(cx, 0, zeros(g, t, out, rank));
     return TPU_OK;
   }
@@ -318,7 +303,7 @@ tpu_status_t tpu_lower_cat(tpu_lower_ctx_t* cx) {
 
 // A 0-d or 1-d index argument as a 1-D i64 value of *m entries.
 static tpu_val_t index_vector(tpu_lower_ctx_t* cx, int arg, int64_t* m) {
-  *m = prod(tpu_arg_sizes(cx, arg), tpu_arg_rank(cx, arg));
+  *m = tpu_numel(tpu_arg_sizes(cx, arg), tpu_arg_rank(cx, arg));
   return tpu_ir_reshape(cx->g, tpu_lower_input(cx, arg, TPU_I64), m, 1);
 }
 
@@ -359,7 +344,7 @@ tpu_status_t tpu_lower_index_select(tpu_lower_ctx_t* cx) {
   out[dim] = m;
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
   tpu_val_t r;
-  if (prod(out, n) == 0 || size == 0) {
+  if (tpu_numel(out, n) == 0 || size == 0) {
     r = zeros(g, t, out, n);
   } else {
     tpu_val_t x = tpu_ir_reshape(g, tpu_lower_tensor(cx, 0), d, n);
@@ -385,8 +370,8 @@ static tpu_status_t check_index_source(tpu_lower_ctx_t* cx, const char* op, int6
     char a[128], b[128];
     return TPU_LOWER_ERROR(shape_code,
                            "%s(): source %s does not fit self %s along dimension %lld with "
-                           "an index of %lld entries", op, shape_str(sd, sn, a, sizeof a),
-                           shape_str(xd, xn, b, sizeof b), (long long)dim, (long long)m);
+                           "an index of %lld entries", op, tpu_shape_str(sd, sn, a, sizeof a),
+                           tpu_shape_str(xd, xn, b, sizeof b), (long long)dim, (long long)m);
   }
   if (tpu_arg_value_dtype(cx, 3) != tpu_arg_value_dtype(cx, 0))
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
@@ -404,7 +389,7 @@ tpu_status_t tpu_lower_index_add(tpu_lower_ctx_t* cx) {
   if (!is_index_dtype(tpu_arg_value_dtype(cx, 2)))
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "index_add_(): Expected dtype int32/int64 for index");
-  int64_t m = prod(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
+  int64_t m = tpu_numel(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
   TPU_RETURN_IF_ERROR(check_index_source(cx, "index_add_", dim, m, TPU_CODE_INVALID_ARGUMENT));
   int64_t d[TPU_MAX_RANK];
   int r0 = tpu_arg_rank(cx, 0), n = nonempty_shape(cx, 0, d);
@@ -419,7 +404,7 @@ tpu_status_t tpu_lower_index_add(tpu_lower_ctx_t* cx) {
                       "index is out of bounds for dimension %lld with size %lld",
                       (long long)dim, (long long)d[dim]);
   tpu_val_t x = tpu_lower_tensor(cx, 0);
-  if (m == 0 || prod(d, n) == 0) {
+  if (m == 0 || tpu_numel(d, n) == 0) {
     tpu_lower_out(cx, 0, x);
     return TPU_OK;
   }
@@ -447,7 +432,7 @@ tpu_status_t tpu_lower_index_copy(tpu_lower_ctx_t* cx) {
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "index_copy_(): Expected a long tensor for index, but got %s",
                            tpu_dtype_torch_name(tpu_arg_value_dtype(cx, 2)));
-  int64_t m = prod(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
+  int64_t m = tpu_numel(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
   TPU_RETURN_IF_ERROR(check_index_source(cx, "index_copy_", dim, m, TPU_CODE_OUT_OF_RANGE));
   int64_t d[TPU_MAX_RANK];
   int r0 = tpu_arg_rank(cx, 0), n = nonempty_shape(cx, 0, d);
@@ -456,7 +441,7 @@ tpu_status_t tpu_lower_index_copy(tpu_lower_ctx_t* cx) {
                       "index_copy_(): index is out of bounds for dimension %lld with size %lld",
                       (long long)dim, (long long)d[dim]);
   tpu_val_t x = tpu_lower_tensor(cx, 0);
-  if (m == 0 || prod(d, n) == 0) {
+  if (m == 0 || tpu_numel(d, n) == 0) {
     tpu_lower_out(cx, 0, x);
     return TPU_OK;
   }
@@ -492,7 +477,7 @@ tpu_status_t tpu_lower_index_fill(tpu_lower_ctx_t* cx) {
                       "index is out of bounds for dimension %lld with size %lld",
                       (long long)dim, (long long)size);
   tpu_val_t x = tpu_lower_tensor(cx, 0);
-  if (m == 0 || prod(d, n) == 0) {
+  if (m == 0 || tpu_numel(d, n) == 0) {
     tpu_lower_out(cx, 0, x);
     return TPU_OK;
   }
@@ -533,7 +518,7 @@ tpu_status_t tpu_lower_gather(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 1, 0), tpu_arg_rank(cx, 0), &dim));
   // (CPU accepts any dtype for an empty index: nothing is read)
   if (!is_index_dtype(tpu_arg_value_dtype(cx, 2)) &&
-      prod(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2)) != 0)
+      tpu_numel(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2)) != 0)
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "gather(): Expected dtype int32/int64 for index");
   int64_t xd[TPU_MAX_RANK], id[TPU_MAX_RANK];
@@ -548,7 +533,7 @@ tpu_status_t tpu_lower_gather(tpu_lower_ctx_t* cx) {
       return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                              "Size does not match at dimension %d expected index %s to be no "
                              "larger than self %s apart from dimension %lld", i,
-                             shape_str(id, n, a, sizeof a), shape_str(xd, n, b, sizeof b),
+                             tpu_shape_str(id, n, a, sizeof a), tpu_shape_str(xd, n, b, sizeof b),
                              (long long)dim);
     }
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
@@ -558,7 +543,7 @@ tpu_status_t tpu_lower_gather(tpu_lower_ctx_t* cx) {
   idx = checked_index(cx, idx, id, n, xd[dim], false, TPU_CODE_INVALID_ARGUMENT,
                       "index is out of bounds for dimension %lld with size %lld",
                       (long long)dim, (long long)xd[dim]);
-  if (prod(id, n) == 0 || prod(xd, n) == 0) {
+  if (tpu_numel(id, n) == 0 || tpu_numel(xd, n) == 0) {
     tpu_lower_out(cx, 0, zeros(g, t, out, ri));
     return TPU_OK;
   }
@@ -586,7 +571,7 @@ static tpu_status_t scatter_prepare(tpu_lower_ctx_t* cx, const char* op, int upd
                            "%s(): Expected self.dtype to be equal to src.dtype", op);
   int64_t xd[TPU_MAX_RANK], id[TPU_MAX_RANK], sd[TPU_MAX_RANK];
   int n = nonempty_shape(cx, 0, xd), ni = nonempty_shape(cx, 2, id);
-  int64_t icount = prod(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
+  int64_t icount = tpu_numel(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
   *off_rank = n;
   *empty = icount == 0;
   if (*empty) return TPU_OK;  // PyTorch checks nothing more for an empty index
@@ -607,9 +592,9 @@ static tpu_status_t scatter_prepare(tpu_lower_ctx_t* cx, const char* op, int upd
       return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                              "Expected index %s to be no larger than self %s apart from "
                              "dimension %lld and to be no larger size than src %s",
-                             shape_str(id, n, a, sizeof a), shape_str(xd, n, b, sizeof b),
+                             tpu_shape_str(id, n, a, sizeof a), tpu_shape_str(xd, n, b, sizeof b),
                              (long long)*dim,
-                             src_tensor ? shape_str(sd, n, c, sizeof c) : "(a scalar)");
+                             src_tensor ? tpu_shape_str(sd, n, c, sizeof c) : "(a scalar)");
     }
   tpu_val_t idx = tpu_ir_reshape(g, tpu_lower_input(cx, 2, TPU_I64), id, n);
   idx = checked_index(cx, idx, id, n, xd[*dim], false, TPU_CODE_INVALID_ARGUMENT,
@@ -654,7 +639,7 @@ tpu_status_t tpu_lower_scatter(tpu_lower_ctx_t* cx) {
   int n;
   bool empty;
   TPU_RETURN_IF_ERROR(scatter_prepare(cx, "scatter", 3, &dim, &off, &upd, &n, &empty));
-  if (empty || prod(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0)) == 0) {
+  if (empty || tpu_numel(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0)) == 0) {
     tpu_lower_out(cx, 0, tpu_lower_tensor(cx, 0));
     return TPU_OK;
   }
@@ -669,7 +654,7 @@ tpu_status_t tpu_lower_scatter_add(tpu_lower_ctx_t* cx) {
   int n;
   bool empty;
   TPU_RETURN_IF_ERROR(scatter_prepare(cx, "scatter_add", 3, &dim, &off, &upd, &n, &empty));
-  if (empty || prod(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0)) == 0) {
+  if (empty || tpu_numel(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0)) == 0) {
     tpu_lower_out(cx, 0, tpu_lower_tensor(cx, 0));
     return TPU_OK;
   }
@@ -740,7 +725,7 @@ tpu_status_t tpu_lower_scatter_reduce(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(scatter_prepare(cx, "scatter_reduce", 3, &dim, &off, &upd, &n, &empty));
   int r0 = tpu_arg_rank(cx, 0);
   const int64_t* xd = tpu_arg_sizes(cx, 0);
-  int64_t len = prod(xd, r0);
+  int64_t len = tpu_numel(xd, r0);
   if (empty || len == 0) {
     tpu_lower_out(cx, 0, tpu_lower_tensor(cx, 0));
     return TPU_OK;
@@ -786,7 +771,7 @@ tpu_status_t tpu_lower_index_reduce(tpu_lower_ctx_t* cx) {
   if (!is_index_dtype(tpu_arg_value_dtype(cx, 2)))
     return tpu_invalid("index_reduce_(): Expected dtype int32/int64 for index but got: %s",
                        tpu_dtype_torch_name(tpu_arg_value_dtype(cx, 2)));
-  int64_t m = prod(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
+  int64_t m = tpu_numel(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
   TPU_RETURN_IF_ERROR(check_index_source(cx, "index_reduce_", dim, m, TPU_CODE_INVALID_ARGUMENT));
   int64_t d[TPU_MAX_RANK], sd[TPU_MAX_RANK];
   int r0 = tpu_arg_rank(cx, 0), n = nonempty_shape(cx, 0, d);
@@ -795,7 +780,7 @@ tpu_status_t tpu_lower_index_reduce(tpu_lower_ctx_t* cx) {
   tpu_val_t idx = checked_index(cx, index_vector(cx, 2, &m), &m, 1, d[dim], false,
                                 TPU_CODE_OUT_OF_RANGE, "index out of range in self");
   tpu_val_t x = tpu_lower_tensor(cx, 0);
-  if (m == 0 || prod(d, n) == 0) {
+  if (m == 0 || tpu_numel(d, n) == 0) {
     tpu_lower_out(cx, 0, x);
     return TPU_OK;
   }
@@ -825,14 +810,14 @@ tpu_status_t tpu_lower_take(tpu_lower_ctx_t* cx) {
                            tpu_dtype_torch_name(tpu_arg_value_dtype(cx, 1)));
   int r0 = tpu_arg_rank(cx, 0), ri = tpu_arg_rank(cx, 1);
   const int64_t* id = tpu_arg_sizes(cx, 1);
-  int64_t len = prod(tpu_arg_sizes(cx, 0), r0);
+  int64_t len = tpu_numel(tpu_arg_sizes(cx, 0), r0);
   tpu_val_t idx = checked_index(cx, tpu_lower_tensor(cx, 1), id, ri, len, true,
                                 TPU_CODE_OUT_OF_RANGE,
                                 "out of range: tried to access an index out of [%lld, %lld) on "
                                 "a tensor of %lld elements.", (long long)-len, (long long)len,
                                 (long long)len);
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
-  if (prod(id, ri) == 0 || len == 0) {
+  if (tpu_numel(id, ri) == 0 || len == 0) {
     tpu_lower_out(cx, 0, zeros(g, t, id, ri));
     return TPU_OK;
   }
@@ -856,8 +841,8 @@ tpu_status_t tpu_lower_put(tpu_lower_ctx_t* cx) {
                            tpu_dtype_torch_name(tpu_arg_value_dtype(cx, 2)));
   int r0 = tpu_arg_rank(cx, 0), ri = tpu_arg_rank(cx, 1);
   const int64_t* xd = tpu_arg_sizes(cx, 0);
-  int64_t len = prod(xd, r0), m = prod(tpu_arg_sizes(cx, 1), ri);
-  int64_t ms = prod(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
+  int64_t len = tpu_numel(xd, r0), m = tpu_numel(tpu_arg_sizes(cx, 1), ri);
+  int64_t ms = tpu_numel(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
   if (m != ms)
     return TPU_LOWER_ERROR(TPU_CODE_OUT_OF_RANGE,
                            "put_(): Expected source and index to have the same number of "
@@ -888,10 +873,10 @@ tpu_status_t tpu_lower_embedding_dense_backward(tpu_lower_ctx_t* cx) {
                            "embedding_dense_backward(): Expected dtype int32/int64 for indices");
   int rg = tpu_arg_rank(cx, 0), ri = tpu_arg_rank(cx, 1);
   const int64_t* gd = tpu_arg_sizes(cx, 0);
-  int64_t m = prod(tpu_arg_sizes(cx, 1), ri);
+  int64_t m = tpu_numel(tpu_arg_sizes(cx, 1), ri);
   int64_t nw = tpu_arg_int(cx, 2, 0), pad = tpu_arg_int(cx, 3, -1);
   int64_t width = rg ? gd[rg - 1] : 1;
-  if (rg != ri + 1 || prod(gd, rg) != m * width)
+  if (rg != ri + 1 || tpu_numel(gd, rg) != m * width)
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "embedding_dense_backward(): grad_output must have the indices' "
                            "shape and one more dimension");
@@ -1002,7 +987,7 @@ static tpu_status_t adv_index_plan(tpu_lower_ctx_t* cx, int arg, adv_index_t* p)
 static tpu_val_t adv_index_values(tpu_lower_ctx_t* cx, int arg, const adv_index_t* p) {
   tpu_graph_t* g = cx->g;
   const int64_t* xd = tpu_arg_sizes(cx, 0);
-  int64_t nb = prod(p->b, p->nb);
+  int64_t nb = tpu_numel(p->b, p->nb);
   int64_t col[2] = {nb, 1};
   tpu_val_t cols[TPU_MAX_RANK];
   for (int j = 0; j < p->k; ++j) {
@@ -1039,7 +1024,7 @@ static void adv_gather_dims(const adv_index_t* p, int rank, tpu_gather_dims_t* d
 // The collapsed shape [non-indexed before pos, NB, other non-indexed].
 static int adv_collapsed_shape(const adv_index_t* p, int rank, const int64_t* xd, int64_t* cd) {
   int o = 0, seen = 0;
-  int64_t nb = prod(p->b, p->nb);
+  int64_t nb = tpu_numel(p->b, p->nb);
   for (int i = 0; i < rank; ++i) {
     bool indexed = false;
     for (int j = 0; j < p->k; ++j) indexed |= p->dims[j] == i;
@@ -1066,7 +1051,7 @@ tpu_status_t tpu_lower_index(tpu_lower_ctx_t* cx) {
   const int64_t* xd = tpu_arg_sizes(cx, 0);
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
   // PyTorch checks indices as it visits result elements: none when empty.
-  if (prod(p.out, p.nout) == 0) {
+  if (tpu_numel(p.out, p.nout) == 0) {
     tpu_lower_out(cx, 0, zeros(g, t, p.out, p.nout));
     return TPU_OK;
   }
@@ -1091,8 +1076,8 @@ static tpu_status_t value_shape_error(tpu_lower_ctx_t* cx, int varg, const int64
   return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                          "shape mismatch: value tensor of shape %s cannot be broadcast to "
                          "indexing result of shape %s",
-                         shape_str(tpu_arg_sizes(cx, varg), tpu_arg_rank(cx, varg), a, sizeof a),
-                         shape_str(rs, nrs, b, sizeof b));
+                         tpu_shape_str(tpu_arg_sizes(cx, varg), tpu_arg_rank(cx, varg), a, sizeof a),
+                         tpu_shape_str(rs, nrs, b, sizeof b));
 }
 
 // self with `v` (self's shape) written where the bool `m` (self's shape)
@@ -1126,8 +1111,8 @@ static tpu_status_t index_put_mask(tpu_lower_ctx_t* cx, int p, bool accumulate) 
       return TPU_LOWER_ERROR(TPU_CODE_OUT_OF_RANGE,
                              "The shape of the mask %s at index %d does not match the shape of "
                              "the indexed tensor %s at index %d",
-                             shape_str(mv->sizes, k, a, sizeof a), j,
-                             shape_str(xd, rank, b, sizeof b), p + j);
+                             tpu_shape_str(mv->sizes, k, a, sizeof a), j,
+                             tpu_shape_str(xd, rank, b, sizeof b), p + j);
     }
   // The indexing result's shape with the mask's count as -1 (unknown).
   int64_t rs[TPU_MAX_RANK];
@@ -1145,7 +1130,7 @@ static tpu_status_t index_put_mask(tpu_lower_ctx_t* cx, int p, bool accumulate) 
     if (i != p && vr[i] != 1 && vr[i] != rs[i]) return value_shape_error(cx, 2, rs, nrs);
   }
   tpu_val_t x = tpu_lower_tensor(cx, 0);
-  int64_t len = prod(xd, rank);
+  int64_t len = tpu_numel(xd, rank);
   if (len == 0) {
     tpu_lower_out(cx, 0, x);
     return TPU_OK;
@@ -1167,14 +1152,14 @@ static tpu_status_t index_put_mask(tpu_lower_ctx_t* cx, int p, bool accumulate) 
   } else {
     // The i-th true element of the mask takes value i along the count dim;
     // the count must be exactly that dim's size.
-    int64_t c = vr[p], mn = prod(mv->sizes, k);
+    int64_t c = vr[p], mn = tpu_numel(mv->sizes, k);
     tpu_val_t mf = tpu_ir_reshape(g, mask, &mn, 1);
     tpu_lower_assert(cx, tpu_ir_compare(g, TPU_CMP_NE, count_true(g, mf, 1),
                                         tpu_ir_const_i(g, TPU_I64, c, NULL, 0)),
                      TPU_CODE_INVALID_ARGUMENT,
                      "shape mismatch: value tensor of shape %s cannot be broadcast to indexing "
                      "result (the mask has a different number of true elements)",
-                     shape_str(vd, nv, (char[128]){0}, 128));
+                     tpu_shape_str(vd, nv, (char[128]){0}, 128));
     tpu_dtype_t ct = count_dtype(mn + 1);
     tpu_val_t rank_m = prefix_sum(g, tpu_ir_convert(g, mf, ct), mn, ct);
     rank_m = tpu_ir_binary(g, TPU_IR_SUB, rank_m, tpu_ir_const(g, ct, 1, &mn, 1));
@@ -1249,12 +1234,12 @@ tpu_status_t tpu_lower_index_put(tpu_lower_ctx_t* cx) {
     tpu_lower_out(cx, 0, put_where(g, x, all, v, t, xd, rank, accumulate));
     return TPU_OK;
   }
-  if (prod(p.out, p.nout) == 0) {
+  if (tpu_numel(p.out, p.nout) == 0) {
     tpu_lower_out(cx, 0, x);
     return TPU_OK;
   }
   tpu_val_t idx = adv_index_values(cx, 1, &p);
-  if (prod(xd, rank) == 0) {
+  if (tpu_numel(xd, rank) == 0) {
     tpu_lower_out(cx, 0, x);
     return TPU_OK;
   }
@@ -1331,7 +1316,7 @@ tpu_status_t tpu_lower_masked_scatter(tpu_lower_ctx_t* cx) {
   int n;
   TPU_RETURN_IF_ERROR(tpu_broadcast_shapes(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0),
                                            tpu_arg_sizes(cx, 1), tpu_arg_rank(cx, 1), d, &n));
-  int64_t len = prod(d, n), ns = prod(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
+  int64_t len = tpu_numel(d, n), ns = tpu_numel(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
   tpu_val_t x = tpu_lower_expand(cx, tpu_lower_tensor(cx, 0), d, n);
   if (len == 0) {
     tpu_lower_out(cx, 0, x);
@@ -1390,7 +1375,7 @@ tpu_status_t tpu_lower_nonzero_static(tpu_lower_ctx_t* cx) {
     tpu_lower_out(cx, 0, zeros(g, TPU_I64, out, 2));
     return TPU_OK;
   }
-  int64_t len = prod(d, n);
+  int64_t len = tpu_numel(d, n);
   tpu_val_t m = flat(g, nonzero_mask(g, tpu_lower_tensor(cx, 0), t, d, n), d, n);
   tpu_val_t pos = compact_positions(g, m, len, size);
   tpu_val_t valid = tpu_ir_compare(g, TPU_CMP_GE, pos, splat_i64(g, 0, &size, 1));
@@ -1443,7 +1428,7 @@ static unique_groups_t unique_groups(tpu_lower_ctx_t* cx, int64_t n, bool consec
 // unique_count(Tensor self, bool consecutive): the number of groups, 0-d.
 tpu_status_t tpu_lower_unique_count(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
-  int64_t n = prod(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0));
+  int64_t n = tpu_numel(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0));
   if (n == 0) {
     tpu_lower_out(cx, 0, tpu_ir_const_i(g, TPU_I64, 0, NULL, 0));
     return TPU_OK;
@@ -1466,7 +1451,7 @@ tpu_status_t tpu_lower_unique_static(tpu_lower_ctx_t* cx) {
                            tpu_dtype_torch_name(t));
   int rank = tpu_arg_rank(cx, 0);
   const int64_t* d = tpu_arg_sizes(cx, 0);
-  int64_t n = prod(d, rank), size = tpu_arg_int(cx, 2, 0);
+  int64_t n = tpu_numel(d, rank), size = tpu_arg_int(cx, 2, 0);
   if (n == 0) {
     tpu_lower_out(cx, 0, zeros(g, t, &size, 1));
     tpu_lower_out(cx, 1, zeros(g, TPU_I64, d, rank));
@@ -1499,7 +1484,7 @@ tpu_status_t tpu_lower_masked_select_static(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(tpu_broadcast_shapes(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0),
                                            tpu_arg_sizes(cx, 1), tpu_arg_rank(cx, 1), d, &n));
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
-  int64_t len = prod(d, n);
+  int64_t len = tpu_numel(d, n);
   if (size == 0 || len == 0) {
     tpu_lower_out(cx, 0, zeros(g, t, &size, 1));
     return TPU_OK;
@@ -1565,7 +1550,7 @@ tpu_status_t tpu_lower_roll(tpu_lower_ctx_t* cx) {
   int rank = tpu_arg_rank(cx, 0);
   const int64_t* xd = tpu_arg_sizes(cx, 0);
   tpu_val_t x = tpu_lower_tensor(cx, 0);
-  int64_t len = prod(xd, rank);
+  int64_t len = tpu_numel(xd, rank);
   if (len == 0) {
     tpu_lower_out(cx, 0, x);
     return TPU_OK;
@@ -1643,13 +1628,13 @@ tpu_status_t tpu_lower_constant_pad_nd(tpu_lower_ctx_t* cx) {
                              (long long)hi[d], d);
   }
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
-  if (prod(out, rank) == 0) {
+  if (tpu_numel(out, rank) == 0) {
     tpu_lower_out(cx, 0, zeros(g, t, out, rank));
     return TPU_OK;
   }
   tpu_val_t x = tpu_lower_tensor(cx, 0);
   tpu_val_t v = tpu_lower_input(cx, 2, t);
-  if (prod(xd, rank) == 0) {  // nothing left of self: all padding
+  if (tpu_numel(xd, rank) == 0) {  // nothing left of self: all padding
     tpu_lower_out(cx, 0, tpu_ir_broadcast(g, v, out, rank, NULL));
     return TPU_OK;
   }
@@ -1677,11 +1662,11 @@ tpu_status_t tpu_lower_repeat(tpu_lower_ctx_t* cx) {
       char a[128];
       return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                              "Trying to create tensor with negative dimension %lld: %s",
-                             (long long)reps[i], shape_str(reps, nr, a, sizeof a));
+                             (long long)reps[i], tpu_shape_str(reps, nr, a, sizeof a));
     }
   }
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
-  if (prod(out, nr) == 0) {
+  if (tpu_numel(out, nr) == 0) {
     tpu_lower_out(cx, 0, zeros(g, t, out, nr));
     return TPU_OK;
   }
@@ -1739,7 +1724,7 @@ tpu_status_t tpu_lower_unfold_backward(tpu_lower_ctx_t* cx) {
   int64_t windows = gd[dim];
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0), acc = tpu_opmath(t);
   tpu_val_t grad = tpu_ir_convert(g, tpu_lower_tensor(cx, 0), acc);
-  if (prod(d, n) == 0 || windows * size == 0) {
+  if (tpu_numel(d, n) == 0 || windows * size == 0) {
     tpu_lower_out(cx, 0, zeros(g, t, in, rank));
     return TPU_OK;
   }

@@ -68,12 +68,6 @@ static bool get_type(tpu_graph_t* g, tpu_val_t v, tpu_type_t* out) {
   return true;
 }
 
-static int64_t numel(const int64_t* d, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; ++i) p *= d[i];
-  return p;
-}
-
 // select(row <op> col, x, 0) over the trailing matrix dims: the lower
 // (row >= col) or upper triangle of x, the rest zero.
 static tpu_val_t triangle(tpu_graph_t* g, tpu_val_t x, bool lower) {
@@ -152,7 +146,7 @@ static void assert_info(tpu_lower_ctx_t* cx, tpu_val_t info, int64_t n, const ch
   tpu_graph_t* g = cx->g;
   tpu_type_t tt;
   if (!get_type(g, info, &tt)) return;
-  if (numel(tt.dims, tt.rank) == 1 && n <= 16) {
+  if (tpu_numel(tt.dims, tt.rank) == 1 && n <= 16) {
     for (int64_t k = 1; k <= n; ++k) {
       tpu_val_t is_k = tpu_ir_compare(g, TPU_CMP_EQ, info,
                                       tpu_ir_const_i(g, TPU_I32, k, tt.dims, tt.rank));
@@ -305,7 +299,7 @@ tpu_status_t tpu_lower_linalg_cholesky_ex(tpu_lower_ctx_t* cx) {
   bool upper = tpu_arg_bool(cx, 1, false), check = tpu_arg_bool(cx, 2, false);
   int r = tpu_arg_rank(cx, 0);
   const int64_t* d = tpu_arg_sizes(cx, 0);
-  if (numel(d, r) == 0) {
+  if (tpu_numel(d, r) == 0) {
     tpu_lower_out(cx, 0, tpu_lower_tensor(cx, 0));
     tpu_lower_out(cx, 1, tpu_ir_const_i(cx->g, TPU_I32, 0, d, r - 2));
     return TPU_OK;
@@ -325,7 +319,7 @@ tpu_status_t tpu_lower_cholesky(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(check_square(cx, 0, "cholesky", "A"));
   int r = tpu_arg_rank(cx, 0);
   const int64_t* d = tpu_arg_sizes(cx, 0);
-  if (numel(d, r) == 0) {
+  if (tpu_numel(d, r) == 0) {
     tpu_lower_out(cx, 0, tpu_lower_tensor(cx, 0));
     return TPU_OK;
   }
@@ -361,7 +355,7 @@ static tpu_val_t tri_solve(tpu_graph_t* g, tpu_val_t a, tpu_val_t b, bool left, 
                            bool unit, tpu_transpose_t op) {
   tpu_type_t t, ta;
   if (!get_type(g, b, &t) || !get_type(g, a, &ta)) return TPU_VAL_NONE;
-  if (numel(t.dims, t.rank) == 0) return b;
+  if (tpu_numel(t.dims, t.rank) == 0) return b;
   if (ta.dims[ta.rank - 1] == 0) return tpu_ir_const(g, t.dtype, 0, t.dims, t.rank);
   return tpu_ir_triangular_solve(g, triangle(g, a, lower), b, left, lower, unit, op);
 }
@@ -473,7 +467,7 @@ tpu_status_t tpu_lower_cholesky_inverse(tpu_lower_ctx_t* cx) {
   int r = tpu_arg_rank(cx, 0);
   const int64_t* d = tpu_arg_sizes(cx, 0);
   tpu_val_t f = tpu_lower_tensor(cx, 0);
-  if (numel(d, r) == 0) {
+  if (tpu_numel(d, r) == 0) {
     tpu_lower_out(cx, 0, f);
     return TPU_OK;
   }

@@ -207,23 +207,6 @@ tpu_status_t tpu_lower_nextafter(tpu_lower_ctx_t* cx) {
 
 //===--- frexp ---===//
 
-// PyTorch's spelling of a dtype in frexp's messages.
-static const char* type_meta_name(tpu_dtype_t t) {
-  switch (t) {
-    case TPU_F32: return "float";
-    case TPU_F64: return "double";
-    case TPU_F16: return "c10::Half";
-    case TPU_BF16: return "c10::BFloat16";
-    case TPU_I64: return "long int";
-    case TPU_I32: return "int";
-    case TPU_I16: return "short int";
-    case TPU_I8: return "signed char";
-    case TPU_U8: return "unsigned char";
-    case TPU_BOOL: return "bool";
-    default: return tpu_dtype_torch_name(t);
-  }
-}
-
 // frexp.Tensor(self) -> (mantissa, exponent): x = mantissa * 2^exponent with
 // |mantissa| in [0.5, 1); zeros, infinities and NaN give (x, 0), as C's
 // frexp. Normal numbers take the exponent field; subnormals normalize their
@@ -237,11 +220,11 @@ tpu_status_t tpu_lower_frexp(tpu_lower_ctx_t* cx) {
   if (mo != t)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "torch.frexp() expects mantissa to have dtype %s but got %s",
-                           type_meta_name(t), type_meta_name(mo));
+                           tpu_dtype_cpp_name(t), tpu_dtype_cpp_name(mo));
   if (eo != TPU_I32)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "torch.frexp() expects exponent to have int dtype but got %s",
-                           type_meta_name(eo));
+                           tpu_dtype_cpp_name(eo));
   tpu_graph_t* g = cx->g;
   tpu_dtype_t ft = t == TPU_F64 ? TPU_F64 : TPU_F32;
   float_bits_t fb = bits_of(ft);

@@ -20,12 +20,6 @@
 
 #include "lower/lower.h"
 
-static int64_t prod(const int64_t* d, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; ++i) p *= d[i];
-  return p;
-}
-
 // The rows of a reduction: x (argument 0) with `dim` moved last and the
 // other dims flattened, as [rows, len]; dim < 0 flattens everything.
 typedef struct md_rows {
@@ -42,7 +36,7 @@ static tpu_val_t md_rows(tpu_lower_ctx_t* cx, int64_t dim, bool keepdim, md_rows
   r->nout = 0;
   if (dim < 0 || rank == 0) {
     r->rows = 1;
-    r->len = prod(d, rank);
+    r->len = tpu_numel(d, rank);
     if (dim >= 0 && keepdim && rank) r->out[r->nout++] = 1;  // (rank 0 keeps rank 0)
     int64_t f[2] = {1, r->len};
     return tpu_ir_reshape(g, x, f, 2);
@@ -55,7 +49,7 @@ static tpu_val_t md_rows(tpu_lower_ctx_t* cx, int64_t dim, bool keepdim, md_rows
   for (int i = 0; i < rank; ++i)
     if (i != dim || keepdim) r->out[r->nout++] = i == dim ? 1 : d[i];
   r->len = d[dim];
-  r->rows = prod(d, rank) / (r->len ? r->len : 1);
+  r->rows = tpu_numel(d, rank) / (r->len ? r->len : 1);
   if (dim != rank - 1) x = tpu_ir_transpose(g, x, perm);
   int64_t f[2] = {r->rows, r->len};
   return tpu_ir_reshape(g, x, f, 2);

@@ -118,12 +118,6 @@ static int64_t reduced_count(const int64_t* sizes, const int64_t* dims, int n) {
   return c;
 }
 
-static int64_t numel(const int64_t* sizes, int rank) {
-  int64_t c = 1;
-  for (int i = 0; i < rank; ++i) c *= sizes[i];
-  return c;
-}
-
 // The real dtype of a complex one (others unchanged).
 static tpu_dtype_t real_of(tpu_dtype_t t) {
   return t == TPU_C64 ? TPU_F32 : t == TPU_C128 ? TPU_F64 : t;
@@ -240,7 +234,7 @@ static tpu_status_t check_nonempty(tpu_lower_ctx_t* cx, const char* name, bool d
   int rank = tpu_arg_rank(cx, 0);
   const int64_t* sizes = tpu_arg_sizes(cx, 0);
   if (!dims_given) {
-    if (numel(sizes, rank) == 0)
+    if (tpu_numel(sizes, rank) == 0)
       return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                              "%s(): Expected reduction dim to be specified for "
                              "input.numel() == 0. Specify the reduction dim with the "
@@ -309,7 +303,7 @@ tpu_status_t tpu_lower_aminmax(tpu_lower_ctx_t* cx) {
                                (long long)dims[0]);
     }
   } else {
-    if (numel(sizes, rank) == 0)
+    if (tpu_numel(sizes, rank) == 0)
       return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                              "aminmax(): cannot compute aminmax over an empty dimension "
                              "as the operation has no identity.");
@@ -388,7 +382,7 @@ static tpu_status_t argmax_argmin(tpu_lower_ctx_t* cx, bool is_max) {
   int64_t ones[TPU_MAX_RANK];
   for (int i = 0; i < rank; ++i) ones[i] = 1;
   if (!tpu_arg_present(cx, 1)) {  // over the flattened tensor
-    int64_t total = numel(sizes, rank);
+    int64_t total = tpu_numel(sizes, rank);
     if (total == 0)
       return tpu_status_make(TPU_CODE_OUT_OF_RANGE,
                              "%s(): Expected reduction dim to be specified for "
@@ -503,7 +497,7 @@ static tpu_status_t vector_norm(tpu_lower_ctx_t* cx, bool is_norm) {
     char ord[32];
     snprintf(ord, sizeof ord, "%g", p);
     const int64_t* listed;
-    if (tpu_arg_ints(cx, 2, &listed) == 0 && numel(sizes, rank) == 0)
+    if (tpu_arg_ints(cx, 2, &listed) == 0 && tpu_numel(sizes, rank) == 0)
       return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                              "linalg.vector_norm cannot compute the %s norm on an empty "
                              "tensor because the operation does not have an identity", ord);

@@ -35,21 +35,6 @@ typedef struct taps {
 
 //===--- helpers ---===//
 
-static int64_t prod(const int64_t* d, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; ++i) p *= d[i];
-  return p;
-}
-
-// "[2, 3]" into buf.
-static const char* shape_str(const int64_t* d, int n, char* buf, size_t size) {
-  size_t k = (size_t)snprintf(buf, size, "[");
-  for (int i = 0; i < n && k < size; ++i)
-    k += (size_t)snprintf(buf + k, size - k, "%s%lld", i ? ", " : "", (long long)d[i]);
-  if (k < size) snprintf(buf + k, size - k, "]");
-  return buf;
-}
-
 // Taps with `k` index (and, when weighted, weight) arrays of `out` entries,
 // in the graph's scratch memory (freed with the graph).
 static bool taps_alloc(tpu_graph_t* g, taps_t* t, int64_t in, int64_t out, int k,
@@ -187,8 +172,8 @@ static tpu_val_t run_taps(tpu_lower_ctx_t* cx, int arg, const taps_t* taps, int 
   int64_t od[TPU_MAX_RANK];
   memcpy(od, d, sizeof od);
   for (int s = 0; s < ns; ++s) od[n - ns + s] = transpose ? taps[s].in : taps[s].out;
-  if (prod(od, n) == 0) return tpu_ir_const(g, t, 0, od, n);
-  if (prod(d, n) == 0) return tpu_ir_const(g, t, 0, od, n);  // transposed: all zero
+  if (tpu_numel(od, n) == 0) return tpu_ir_const(g, t, 0, od, n);
+  if (tpu_numel(d, n) == 0) return tpu_ir_const(g, t, 0, od, n);  // transposed: all zero
   tpu_val_t x = tpu_ir_convert(g, tpu_lower_tensor(cx, arg), ct);
   for (int s = ns - 1; s >= 0; --s)
     x = transpose ? apply_t(g, x, d, n, n - ns + s, &taps[s], ct)
@@ -217,7 +202,7 @@ static tpu_status_t pad_taps(tpu_lower_ctx_t* cx, bool reflect, int ns, const in
                              "Argument #%d: Padding size should be less than the corresponding "
                              "input dimension, but got: padding (%lld, %lld) at dimension %d of "
                              "input %s", 2 + 2 * ns, (long long)lo, (long long)hi, dim,
-                             shape_str(in, n, a, sizeof a));
+                             tpu_shape_str(in, n, a, sizeof a));
     int64_t out = size + lo + hi;
     if (out < 1) {
       static const char* names[3][3] = {{"W"}, {"H", "W"}, {"D", "H", "W"}};
@@ -258,7 +243,7 @@ static tpu_status_t pad_check(tpu_lower_ctx_t* cx, const char* op, int arg, int 
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "Expected %dD or %dD (batch mode) tensor with possibly 0 batch size "
                            "and other non-zero dimensions for input, but got: %s", ns + 1,
-                           ns + 2, shape_str(d, n, a, sizeof a));
+                           ns + 2, tpu_shape_str(d, n, a, sizeof a));
   }
   if (tpu_arg_value_dtype(cx, arg) == TPU_BOOL)
     return not_implemented(op, TPU_BOOL);
@@ -295,8 +280,8 @@ static tpu_status_t pad_backward(tpu_lower_ctx_t* cx, const char* op, bool refle
     for (int s = 0; s < ns; ++s) want[n - ns + s] = taps[s].out;
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "%s: grad_output of shape %s, expected %s", op,
-                           shape_str(gd, tpu_arg_rank(cx, 0), a, sizeof a),
-                           shape_str(want, n, b, sizeof b));
+                           tpu_shape_str(gd, tpu_arg_rank(cx, 0), a, sizeof a),
+                           tpu_shape_str(want, n, b, sizeof b));
   }
   tpu_lower_out(cx, 0, run_taps(cx, 0, taps, ns, true));
   return TPU_OK;
@@ -550,7 +535,7 @@ static tpu_status_t u8_resize(tpu_lower_ctx_t* cx, bool cubic, const int64_t* os
   memcpy(od, d, sizeof od);
   od[n - 2] = osz[0];
   od[n - 1] = osz[1];
-  if (prod(od, n) == 0) {
+  if (tpu_numel(od, n) == 0) {
     tpu_lower_out(cx, 0, tpu_ir_const(g, TPU_U8, 0, od, n));
     return TPU_OK;
   }
@@ -641,7 +626,7 @@ static tpu_status_t upsample_forward(tpu_lower_ctx_t* cx, const char* op, interp
     char a[128];
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "Non-empty %dD data tensor expected but got a tensor with sizes %s",
-                           n, shape_str(d, n, a, sizeof a));
+                           n, tpu_shape_str(d, n, a, sizeof a));
   }
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
   if (!dtype_ok(t, m, ns, false)) return not_implemented(op, t);
@@ -792,7 +777,7 @@ tpu_status_t tpu_lower_im2col(tpu_lower_ctx_t* cx) {
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "Expected 3D or 4D (batch mode) tensor with possibly 0 batch size "
                            "and other non-zero dimensions for input, but got: %s",
-                           shape_str(xd, n, a, sizeof a));
+                           tpu_shape_str(xd, n, a, sizeof a));
   }
   int64_t N = n == 4 ? xd[0] : 1, C = xd[n - 3], H = xd[n - 2], W = xd[n - 1];
   int64_t oh = blocks(&w, 0, H), ow = blocks(&w, 1, W);
@@ -855,7 +840,7 @@ tpu_status_t tpu_lower_col2im(tpu_lower_ctx_t* cx) {
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "Expected 2D or 3D (batch mode) tensor for input with possibly 0 "
                            "batch size and non-zero dimensions for input, but got: %s",
-                           shape_str(xd, n, a, sizeof a));
+                           tpu_shape_str(xd, n, a, sizeof a));
   }
   int64_t kk = w.k[0] * w.k[1];
   int64_t N = n == 3 ? xd[0] : 1, CK = xd[n - 2], L = xd[n - 1];

@@ -497,12 +497,6 @@ tpu_status_t tpu_lower_grid_sampler_3d_backward(tpu_lower_ctx_t* cx) {
 
 enum { EB_SUM = 0, EB_MEAN = 1, EB_MAX = 2 };
 
-static int64_t prod_of(const int64_t* d, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; ++i) p *= d[i];
-  return p;
-}
-
 // Rows of x [V, D] at idx [L] -> [L, D].
 static tpu_val_t eb_gather_rows(tpu_graph_t* g, tpu_val_t x, tpu_val_t idx, int64_t d) {
   tpu_gather_dims_t dn;
@@ -805,7 +799,7 @@ static tpu_status_t eb_backward(tpu_lower_ctx_t* cx, const eb_bwd_args_t* a) {
     return TPU_OK;
   }
   tpu_val_t idx = eb_indices(cx, a->indices, l, v);
-  int64_t o2b = prod_of(tpu_arg_sizes(cx, a->offset2bag), tpu_arg_rank(cx, a->offset2bag));
+  int64_t o2b = tpu_numel(tpu_arg_sizes(cx, a->offset2bag), tpu_arg_rank(cx, a->offset2bag));
   tpu_val_t bag;
   if (o2b == 0 && a->offsets >= 0) {
     // CPU's fast sum path left offset2bag empty: rebuilt from the offsets
@@ -879,7 +873,7 @@ tpu_status_t tpu_lower_embedding_bag_psw_backward(tpu_lower_ctx_t* cx) {
   const int64_t* wd = tpu_arg_sizes(cx, 1);
   int64_t v = wd[0], d = wd[1], l = tpu_arg_sizes(cx, 2)[0], o = tpu_arg_sizes(cx, 3)[0];
   int64_t nb = tpu_arg_sizes(cx, 0)[0];
-  int64_t o2b = prod_of(tpu_arg_sizes(cx, 4), tpu_arg_rank(cx, 4));
+  int64_t o2b = tpu_numel(tpu_arg_sizes(cx, 4), tpu_arg_rank(cx, 4));
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0), acc = tpu_opmath(t);
   if (l == 0 || d == 0 || nb == 0 || v == 0) {
     tpu_lower_out(cx, 0, tpu_ir_const(g, t, 0, &l, 1));

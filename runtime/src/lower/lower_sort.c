@@ -22,12 +22,6 @@ static void sort_pairs(tpu_lower_ctx_t* cx, tpu_val_t x, const int64_t* d, int n
   *indices = tpu_ir_result(g, s, 1);
 }
 
-static int64_t numel(const int64_t* d, int n) {
-  int64_t p = 1;
-  for (int i = 0; i < n; ++i) p *= d[i];
-  return p;
-}
-
 static tpu_status_t check_sortable(tpu_lower_ctx_t* cx, const char* op) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
   if (tpu_dtype_is_complex(t))
@@ -56,7 +50,7 @@ tpu_status_t tpu_lower_sort(tpu_lower_ctx_t* cx) {
   bool descending = tpu_arg_bool(cx, 3, false);
   const int64_t* d = tpu_arg_sizes(cx, 0);
   tpu_val_t x = tpu_lower_tensor(cx, 0);
-  if (rank == 0 || numel(d, rank) == 0 || d[dim] == 1) {
+  if (rank == 0 || tpu_numel(d, rank) == 0 || d[dim] == 1) {
     tpu_lower_out(cx, 0, x);
     tpu_lower_out(cx, 1, tpu_ir_const_i(g, TPU_I64, 0, d, rank));
     return TPU_OK;
@@ -113,7 +107,7 @@ tpu_status_t tpu_lower_topk(tpu_lower_ctx_t* cx) {
   memcpy(out, d, sizeof out);
   out[dim] = k;
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
-  if (numel(out, n) == 0) {
+  if (tpu_numel(out, n) == 0) {
     tpu_lower_out(cx, 0, tpu_ir_const(g, t, 0, out, rank));
     tpu_lower_out(cx, 1, tpu_ir_const_i(g, TPU_I64, 0, out, rank));
     return TPU_OK;
@@ -130,7 +124,7 @@ tpu_status_t tpu_lower_topk(tpu_lower_ctx_t* cx) {
   tpu_val_t idx = tpu_ir_convert(g, tpu_ir_result(g, r, 1), TPU_I64);
   // Values are read from x at the chosen positions (the key lost NaN
   // payloads and the sign of zero).
-  int64_t len = td[n - 1], rows = numel(td, n - 1), flat_len = rows * len;
+  int64_t len = td[n - 1], rows = tpu_numel(td, n - 1), flat_len = rows * len;
   int64_t rk[2] = {rows, k}, tk[TPU_MAX_RANK];
   memcpy(tk, td, sizeof tk);
   tk[n - 1] = k;
@@ -299,7 +293,7 @@ tpu_status_t tpu_lower_histc(tpu_lower_ctx_t* cx) {
                        (long long)bins);
   double mn = tpu_arg_number(cx, 2, 0), mx = tpu_arg_number(cx, 3, 0);
   if (mn > mx) return tpu_invalid("torch.histc: max must be larger than min");
-  int64_t n = numel(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0)), zero = 0;
+  int64_t n = tpu_numel(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0)), zero = 0;
   tpu_dtype_t acc = tpu_opmath(t);
   tpu_val_t x = tpu_ir_reshape(g, tpu_lower_input(cx, 0, acc), &n, 1);
   tpu_val_t lo = tpu_lower_number(cx, mn, acc), hi = tpu_lower_number(cx, mx, acc);
