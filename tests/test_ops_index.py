@@ -797,3 +797,9 @@ def test_unique():
     check(lambda a: torch.unique_consecutive(a, dim=0), torch.tensor([[1, 2], [1, 2], [3, 4]]),
           fallback_ok=True)
     assert fallbacks().get("aten::unique_consecutive", 0) == before + 1
+
+
+def test_nonzero_static_of_an_empty_tensor():
+    # (the coordinate math once divided by a zero stride: a SIGFPE)
+    check(lambda a: torch.nonzero_static(a, size=3), torch.ones(5, 0, 5))
+    check(lambda a: torch.nonzero_static(a, size=2, fill_value=-7), torch.ones(0, 2))

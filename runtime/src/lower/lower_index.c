@@ -1376,6 +1376,10 @@ tpu_status_t tpu_lower_nonzero_static(tpu_lower_ctx_t* cx) {
     return TPU_OK;
   }
   int64_t len = tpu_numel(d, n);
+  if (len == 0) {  // nothing is nonzero (and the coordinate math would divide by 0)
+    tpu_lower_out(cx, 0, splat_i64(g, fill, out, 2));
+    return TPU_OK;
+  }
   tpu_val_t m = flat(g, nonzero_mask(g, tpu_lower_tensor(cx, 0), t, d, n), d, n);
   tpu_val_t pos = compact_positions(g, m, len, size);
   tpu_val_t valid = tpu_ir_compare(g, TPU_CMP_GE, pos, splat_i64(g, 0, &size, 1));
