@@ -150,8 +150,12 @@ static tpu_status_t init_locked(void) {
   TPU_RETURN_IF_ERROR(tpu_client_create(&o, &rt.client));
   rt.num_devices = tpu_client_device_count(rt.client);
   rt.flush_cap = env_int("TORCHTPU_FUSED_MAX_OPS", 4096);
+  // Each loaded executable holds a few memory mappings of JIT code (XLA
+  // CPU: about 6), and a process may have only 65530 (vm.max_map_count);
+  // past that, LLVM fails and the plugin crashes. Evicted programs come
+  // back from the disk cache without compiling.
   tpu_status_t s = tpu_cache_create(rt.client,
-                                    (size_t)env_int("TORCHTPU_CACHE_ENTRIES", 8192),
+                                    (size_t)env_int("TORCHTPU_CACHE_ENTRIES", 2048),
                                     &rt.cache);
   if (!s) {
     rt.devices = tpu_calloc((size_t)rt.num_devices, sizeof *rt.devices);
