@@ -12,6 +12,12 @@ import torchtpu  # noqa: E402
 TPU = torch.device("tpu:0")
 
 
+@pytest.fixture(autouse=True)
+def _seeded():
+    """Every test draws the same random inputs on every run."""
+    torch.manual_seed(0)
+
+
 def to_tpu(x, device=TPU):
     """Moves tensors (also inside lists/tuples/dicts) to the tpu device."""
     if isinstance(x, torch.Tensor):

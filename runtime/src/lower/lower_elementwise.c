@@ -261,10 +261,16 @@ tpu_status_t tpu_lower_compare(tpu_lower_ctx_t* cx) {
 static tpu_status_t add_sub(tpu_lower_ctx_t* cx, tpu_ir_op_t op, bool swap) {
   tpu_dtype_t t;
   TPU_RETURN_IF_ERROR(promote2(cx, &t));
-  if (op == TPU_IR_SUB && t == TPU_BOOL)
+  bool bool_a = tpu_arg_value_dtype(cx, 0) == TPU_BOOL, bool_b = tpu_arg_value_dtype(cx, 1) == TPU_BOOL;
+  if (op == TPU_IR_SUB && bool_a && bool_b)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "Subtraction, the `-` operator, with two bool tensors "
                            "is not supported. Use the `^` or `logical_xor()` "
+                           "operator instead.");
+  if (op == TPU_IR_SUB && (bool_a || bool_b))
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "Subtraction, the `-` operator, with a bool tensor is not supported. "
+                           "If you are trying to invert a mask, use the `~` or `logical_not()` "
                            "operator instead.");
   const tpu_arg_t* alpha = tpu_arg(cx, 2);
   bool has_alpha = alpha->kind == TPU_ARG_SCALAR && tpu_arg_number(cx, 2, 1) != 1;
@@ -710,13 +716,75 @@ static tpu_val_t lgamma_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
 }
 TPU_EW_UNARY_REAL(lgamma, FLOAT)
 
-// digamma: chlo gives NaN at 0; PyTorch gives -inf at +0 and +inf at -0.
+// digamma and trigamma follow CPU's algorithms (reflection below 0 or 1/2,
+// recurrence up to 10 or 6 steps, then the asymptotic series), so that
+// negative arguments match: chlo's digamma is far off there.
+static tpu_val_t k_like(tpu_lower_ctx_t* cx, tpu_val_t x, double v) {
+  return tpu_lower_const_like(cx, x, v);
+}
+
+// digamma: -inf at +0, +inf at -0, NaN at negative integers.
 static tpu_val_t digamma_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   tpu_graph_t* g = cx->g;
-  tpu_val_t pole = copysign_fn(cx, tpu_lower_const_like(cx, x, INFINITY),
-                               tpu_ir_unary(g, TPU_IR_NEG, x));
-  return tpu_ir_select(g, tpu_ew_cmp_k(cx, TPU_CMP_EQ, x, 0), pole,
-                       tpu_ir_unary(g, TPU_IR_DIGAMMA, x));
+  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
+  tpu_dtype_t t = tpu_ir_dtype(g, x);
+  tpu_val_t neg = tpu_ew_cmp_k(cx, TPU_CMP_LT, x, 0);
+  tpu_val_t y = tpu_ir_select(g, neg, tpu_ew_sub(g, k_like(cx, x, 1), x), x);
+  tpu_val_t result = k_like(cx, x, 0);
+  for (int i = 0; i < 10; ++i) {  // push y to 10 or more
+    tpu_val_t small = tpu_ew_cmp_k(cx, TPU_CMP_LT, y, 10);
+    result = tpu_ir_select(g, small, tpu_ew_sub(g, result, tpu_ew_div(g, k_like(cx, x, 1), y)), result);
+    y = tpu_ir_select(g, small, tpu_ew_add(g, y, k_like(cx, x, 1)), y);
+  }
+  static const double A[] = {8.33333333333333333333E-2, -2.10927960927960927961E-2,
+                             7.57575757575757575758E-3, -4.16666666666666666667E-3,
+                             3.96825396825396825397E-3, -8.33333333333333333333E-3,
+                             8.33333333333333333333E-2};
+  tpu_val_t z = tpu_ew_div(g, k_like(cx, x, 1), tpu_ew_mul(g, y, y));
+  tpu_val_t poly = k_like(cx, x, A[0]);
+  for (int i = 1; i < 7; ++i) poly = tpu_ew_add(g, tpu_ew_mul(g, poly, z), k_like(cx, x, A[i]));
+  tpu_val_t tail = tpu_ir_select(g, tpu_ew_cmp_k(cx, TPU_CMP_LT, y, 1e17), tpu_ew_mul(g, z, poly),
+                                 k_like(cx, x, 0));
+  tpu_val_t asym = tpu_ew_sub(g, tpu_ew_sub(g, tpu_ir_unary(g, TPU_IR_LOG, y),
+                                            tpu_ew_div(g, k_like(cx, x, 0.5), y)), tail);
+  tpu_val_t r = tpu_ew_add(g, result, tpu_ir_select(g, tpu_ew_cmp_k(cx, TPU_CMP_EQ, y, 10),
+                                                    k_like(cx, x, 2.25175258906672110764), asym));
+  // Reflection, with pi / tan(pi * frac(x)) in double as CPU.
+  tpu_val_t xd = tpu_ir_convert(g, x, TPU_F64);
+  tpu_val_t whole = tpu_ir_select(g, tpu_ew_cmp_k(cx, TPU_CMP_LT, xd, 0),
+                                  tpu_ir_unary(g, TPU_IR_CEIL, xd), tpu_ir_unary(g, TPU_IR_FLOOR, xd));
+  tpu_val_t pix = tpu_ew_mul(g, k_like(cx, xd, M_PI), tpu_ew_sub(g, xd, whole));
+  tpu_val_t refl = tpu_ir_convert(g, tpu_ew_div(g, k_like(cx, xd, M_PI),
+                                                tpu_ir_unary(g, TPU_IR_TAN, pix)), t);
+  r = tpu_ir_select(g, neg, tpu_ew_sub(g, r, refl), r);
+  tpu_val_t integer = tpu_ir_compare(g, TPU_CMP_EQ, x, tpu_ir_unary(g, TPU_IR_FLOOR, x));
+  r = tpu_ir_select(g, tpu_ir_binary(g, TPU_IR_AND, neg, integer), k_like(cx, x, NAN), r);
+  tpu_val_t pole = copysign_fn(cx, k_like(cx, x, INFINITY), tpu_ir_unary(g, TPU_IR_NEG, x));
+  return tpu_ir_select(g, tpu_ew_cmp_k(cx, TPU_CMP_EQ, x, 0), pole, r);
+}
+
+// trigamma (polygamma(1, x)).
+static tpu_val_t trigamma_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
+  tpu_graph_t* g = cx->g;
+  tpu_val_t low = tpu_ew_cmp_k(cx, TPU_CMP_LT, x, 0.5);
+  tpu_val_t s = tpu_ir_unary(g, TPU_IR_SIN, tpu_ew_mul(g, k_like(cx, x, M_PI), x));
+  tpu_val_t result = tpu_ir_select(g, low, tpu_ir_unary(g, TPU_IR_NEG,
+                                                        tpu_ew_div(g, k_like(cx, x, M_PI * M_PI),
+                                                                   tpu_ew_mul(g, s, s))),
+                                   k_like(cx, x, 0));
+  tpu_val_t y = tpu_ir_select(g, low, tpu_ew_sub(g, k_like(cx, x, 1), x), x);
+  for (int i = 0; i < 6; ++i) {
+    result = tpu_ew_add(g, result, tpu_ew_div(g, k_like(cx, x, 1), tpu_ew_mul(g, y, y)));
+    y = tpu_ew_add(g, y, k_like(cx, x, 1));
+  }
+  tpu_val_t ixx = tpu_ew_div(g, k_like(cx, x, 1), tpu_ew_mul(g, y, y));
+  tpu_val_t series = tpu_ew_sub(g, k_like(cx, x, 1.0 / 30), tpu_ew_mul(g, ixx, k_like(cx, x, 1.0 / 42)));
+  series = tpu_ew_sub(g, k_like(cx, x, 1.0 / 6), tpu_ew_mul(g, ixx, series));
+  series = tpu_ew_add(g, tpu_ew_add(g, k_like(cx, x, 1), tpu_ew_div(g, k_like(cx, x, 1),
+                                                                     tpu_ew_mul(g, k_like(cx, x, 2), y))),
+                      tpu_ew_mul(g, ixx, series));
+  result = tpu_ew_add(g, result, tpu_ew_div(g, series, y));
+  return tpu_ir_select(g, low, tpu_ir_unary(g, TPU_IR_NEG, result), result);
 }
 TPU_EW_UNARY_REAL(digamma, FLOAT)
 
@@ -786,7 +854,35 @@ tpu_status_t tpu_lower_mvlgamma(tpu_lower_ctx_t* cx) {
   return tpu_ew_unary_ex(cx, TPU_RULE_FLOAT, mvlgamma_fn, TPU_EW_REAL);
 }
 
-// polygamma(int n, Tensor x): digamma for n = 0, else chlo's polygamma.
+// polygamma(n, x) for n >= 2: (-1)^(n+1) n! zeta(n+1, x). chlo's zeta is
+// good for x >= 10; below, the first terms of the Hurwitz series are summed
+// (zeta(s, x) = sum over k < m of (x+k)^-s + zeta(s, x+m)) for up to
+// SHIFTS terms, as CPU's series does; further below 0 the result is NaN
+// rather than a wrong number. Integers <= 0 are poles (inf, signed as CPU).
+static tpu_val_t polygamma_fn(tpu_lower_ctx_t* cx, int64_t n, tpu_val_t x) {
+  enum { SHIFTS = 64 };
+  tpu_graph_t* g = cx->g;
+  tpu_val_t s = k_like(cx, x, (double)(n + 1));
+  tpu_val_t m = tpu_ir_select(g, tpu_ew_cmp_k(cx, TPU_CMP_LT, x, 10),
+                              tpu_ir_unary(g, TPU_IR_CEIL, tpu_ew_sub(g, k_like(cx, x, 10), x)),
+                              k_like(cx, x, 0));
+  tpu_val_t sum = k_like(cx, x, 0);
+  for (int k = 0; k < SHIFTS; ++k) {
+    tpu_val_t term = tpu_ir_binary(g, TPU_IR_POW, tpu_ew_add(g, x, k_like(cx, x, k)),
+                                   tpu_ir_unary(g, TPU_IR_NEG, s));
+    sum = tpu_ew_add(g, sum, tpu_ir_select(g, tpu_ew_cmp_k(cx, TPU_CMP_GT, m, k), term,
+                                           k_like(cx, x, 0)));
+  }
+  tpu_val_t zeta = tpu_ew_add(g, sum, tpu_ir_binary(g, TPU_IR_ZETA, s, tpu_ew_add(g, x, m)));
+  zeta = tpu_ir_select(g, tpu_ew_cmp_k(cx, TPU_CMP_GT, m, SHIFTS), k_like(cx, x, NAN), zeta);
+  tpu_val_t pole = tpu_ir_binary(g, TPU_IR_AND, tpu_ew_cmp_k(cx, TPU_CMP_LE, x, 0),
+                                 tpu_ir_compare(g, TPU_CMP_EQ, x, tpu_ir_unary(g, TPU_IR_FLOOR, x)));
+  zeta = tpu_ir_select(g, pole, k_like(cx, x, INFINITY), zeta);
+  double scale = (n % 2 ? 1.0 : -1.0) * exp(lgamma((double)n + 1.0));
+  return tpu_ew_mul(g, k_like(cx, x, scale), zeta);
+}
+
+// polygamma(int n, Tensor x).
 tpu_status_t tpu_lower_polygamma(tpu_lower_ctx_t* cx) {
   static const char* const names[] = {"digamma", "trigamma"};
   int64_t n = tpu_arg_int(cx, 0, 0);
@@ -798,8 +894,9 @@ tpu_status_t tpu_lower_polygamma(tpu_lower_ctx_t* cx) {
   tpu_dtype_t out = tpu_to_float(t), acc = tpu_opmath(out);
   tpu_graph_t* g = cx->g;
   tpu_val_t x = tpu_lower_input(cx, 1, acc);
-  tpu_val_t r = n == 0 ? digamma_fn(cx, x)
-                       : tpu_ir_binary(g, TPU_IR_POLYGAMMA, tpu_lower_const_like(cx, x, (double)n), x);
+  tpu_val_t r = n == 0   ? digamma_fn(cx, x)
+               : n == 1 ? trigamma_fn(cx, x)
+                        : polygamma_fn(cx, n, x);
   tpu_lower_out(cx, 0, tpu_ir_convert(g, r, out));
   return TPU_OK;
 }

@@ -122,20 +122,26 @@ tpu_status_t tpu_lower_arange(tpu_lower_ctx_t* cx) {
 //===--- linspace, logspace ---===//
 
 // start + step * i for i < steps / 2, end - step * (steps - 1 - i) after
-// (PyTorch's symmetric form: both ends come out exact), in `compute`.
+// (PyTorch's symmetric form: both ends come out exact), in `compute`, each
+// step rounded to `round_to` (CPU computes half precision in half
+// precision: the step and every product and sum are rounded).
 static tpu_val_t spaced(tpu_lower_ctx_t* cx, tpu_val_t start, tpu_val_t end, int64_t steps,
-                        tpu_dtype_t compute) {
+                        tpu_dtype_t compute, tpu_dtype_t round_to) {
   tpu_graph_t* g = cx->g;
+#define R(v) tpu_ir_convert(g, tpu_ir_convert(g, (v), round_to), compute)
   tpu_val_t idx = tpu_ir_iota(g, compute, &steps, 1, 0);
-  tpu_val_t step = tpu_ir_binary(g, TPU_IR_DIV, tpu_ir_binary(g, TPU_IR_SUB, end, start),
-                                 tpu_ir_const(g, compute, (double)(steps - 1), NULL, 0));
+  // (steps - 1) is an input, not a constant: XLA turns a division by a
+  // constant into a multiplication by its inexact reciprocal.
+  tpu_val_t step = R(tpu_ir_binary(g, TPU_IR_DIV, R(tpu_ir_binary(g, TPU_IR_SUB, end, start)),
+                                   tpu_lower_number(cx, (double)(steps - 1), compute)));
   tpu_val_t sv = splat(cx, step, idx);
-  tpu_val_t lo = tpu_ir_binary(g, TPU_IR_ADD, splat(cx, start, idx),
-                               tpu_ir_binary(g, TPU_IR_MUL, sv, idx));
+  tpu_val_t lo = R(tpu_ir_binary(g, TPU_IR_ADD, splat(cx, start, idx),
+                                 R(tpu_ir_binary(g, TPU_IR_MUL, sv, idx))));
   tpu_val_t back = tpu_ir_binary(g, TPU_IR_SUB, tpu_ir_const(g, compute, (double)(steps - 1), &steps, 1),
                                  idx);
-  tpu_val_t hi = tpu_ir_binary(g, TPU_IR_SUB, splat(cx, end, idx),
-                               tpu_ir_binary(g, TPU_IR_MUL, sv, back));
+  tpu_val_t hi = R(tpu_ir_binary(g, TPU_IR_SUB, splat(cx, end, idx),
+                                 R(tpu_ir_binary(g, TPU_IR_MUL, sv, back))));
+#undef R
   tpu_val_t first = tpu_ir_compare(g, TPU_CMP_LT, idx,
                                    tpu_ir_const(g, compute, (double)(steps / 2), &steps, 1));
   return tpu_ir_select(g, first, lo, hi);
@@ -169,8 +175,8 @@ static tpu_val_t complex_spaced(tpu_lower_ctx_t* cx, int64_t steps, tpu_dtype_t 
   scalar_c(cx, 0, &sr, &si);
   scalar_c(cx, 1, &er, &ei);
   tpu_dtype_t r = real_of(t);
-  tpu_val_t re = spaced(cx, number(cx, sr, r), number(cx, er, r), steps, r);
-  tpu_val_t im = spaced(cx, number(cx, si, r), number(cx, ei, r), steps, r);
+  tpu_val_t re = spaced(cx, number(cx, sr, r), number(cx, er, r), steps, r, r);
+  tpu_val_t im = spaced(cx, number(cx, si, r), number(cx, ei, r), steps, r, r);
   return tpu_ir_binary(cx->g, TPU_IR_COMPLEX, re, im);
 }
 
@@ -196,13 +202,13 @@ tpu_status_t tpu_lower_linspace(tpu_lower_ctx_t* cx) {
     // start and end convert to the dtype first (truncating); the step and
     // the points are doubles, truncated again at the end.
     double s = (double)scalar_i64(cx, 0), e = (double)scalar_i64(cx, 1);
-    v = spaced(cx, number(cx, s, TPU_F64), number(cx, e, TPU_F64), steps, TPU_F64);
+    v = spaced(cx, number(cx, s, TPU_F64), number(cx, e, TPU_F64), steps, TPU_F64, TPU_F64);
   } else {
     tpu_dtype_t c = tpu_opmath(t);
     // start and end are rounded to the dtype before the arithmetic.
     tpu_val_t s = tpu_ir_convert(g, tpu_lower_input(cx, 0, t), c);
     tpu_val_t e = tpu_ir_convert(g, tpu_lower_input(cx, 1, t), c);
-    v = spaced(cx, s, e, steps, c);
+    v = spaced(cx, s, e, steps, c, t);
   }
   tpu_lower_out(cx, 0, tpu_ir_convert(g, v, t));
   return TPU_OK;
@@ -247,12 +253,12 @@ tpu_status_t tpu_lower_logspace(tpu_lower_ctx_t* cx) {
     x = tpu_ir_broadcast(g, tpu_lower_input(cx, 0, c), &steps, 1, NULL);
   } else if (integral) {
     double s = (double)scalar_i64(cx, 0), e = (double)scalar_i64(cx, 1);
-    x = spaced(cx, number(cx, s, c), number(cx, e, c), steps, c);
+    x = spaced(cx, number(cx, s, c), number(cx, e, c), steps, c, c);
     base = (float)base;  // PyTorch takes an integral logspace's base as float
   } else {
     tpu_val_t s = tpu_ir_convert(g, tpu_lower_input(cx, 0, t), c);
     tpu_val_t e = tpu_ir_convert(g, tpu_lower_input(cx, 1, t), c);
-    x = spaced(cx, s, e, steps, c);
+    x = spaced(cx, s, e, steps, c, c);
   }
   v = tpu_ir_binary(g, TPU_IR_POW, splat(cx, number(cx, base, c), x), x);
   tpu_lower_out(cx, 0, tpu_ir_convert(g, v, t));

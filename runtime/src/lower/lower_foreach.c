@@ -304,103 +304,6 @@ FLOAT_ROW(erfc, ERFC);
 FLOAT_ROW(lgamma, LGAMMA);
 #undef FLOAT_ROW
 
-// ceil / floor / round / trunc: integers are already whole; bool is refused.
-static tpu_status_t rounding_elem(tpu_lower_ctx_t* e, tpu_ir_op_t op, const char* kernel) {
-  tpu_graph_t* g = e->g;
-  tpu_dtype_t t = tpu_arg_value_dtype(e, 0);
-  if (t == TPU_BOOL) return not_implemented(kernel, t);
-  tpu_val_t x = tpu_lower_tensor(e, 0);
-  if (tpu_dtype_is_integral(t, false)) {
-    tpu_lower_out(e, 0, x);
-    return TPU_OK;
-  }
-  x = tpu_ir_convert(g, x, tpu_opmath(t));
-  tpu_val_t r;
-  if (op == TPU_IR_PARAM) {  // trunc: toward zero
-    tpu_val_t neg = tpu_ir_compare(g, TPU_CMP_LT, x, tpu_lower_const_like(e, x, 0));
-    r = tpu_ir_select(g, neg, tpu_ir_unary(g, TPU_IR_CEIL, x), tpu_ir_unary(g, TPU_IR_FLOOR, x));
-  } else {
-    r = tpu_ir_unary(g, op, x);
-  }
-  tpu_lower_out(e, 0, tpu_ir_convert(g, r, t));
-  return TPU_OK;
-}
-
-static tpu_status_t ceil_elem(tpu_lower_ctx_t* e) {
-  return rounding_elem(e, TPU_IR_CEIL, "ceil_vml_cpu");
-}
-static tpu_status_t floor_elem(tpu_lower_ctx_t* e) {
-  return rounding_elem(e, TPU_IR_FLOOR, "floor_vml_cpu");
-}
-static tpu_status_t round_elem(tpu_lower_ctx_t* e) {
-  return rounding_elem(e, TPU_IR_ROUND_EVEN, "round_vml_cpu");
-}
-static tpu_status_t trunc_elem(tpu_lower_ctx_t* e) {
-  return rounding_elem(e, TPU_IR_PARAM, "trunc_vml_cpu");
-}
-
-// frac(x) = x - trunc(x), floating point only.
-static tpu_status_t frac_elem(tpu_lower_ctx_t* e) {
-  tpu_graph_t* g = e->g;
-  tpu_dtype_t t = tpu_arg_value_dtype(e, 0);
-  if (!tpu_dtype_is_float(t)) return not_implemented("frac_cpu", t);
-  tpu_val_t x = tpu_ir_convert(g, tpu_lower_tensor(e, 0), tpu_opmath(t));
-  tpu_val_t neg = tpu_ir_compare(g, TPU_CMP_LT, x, tpu_lower_const_like(e, x, 0));
-  tpu_val_t tr = tpu_ir_select(g, neg, tpu_ir_unary(g, TPU_IR_CEIL, x), tpu_ir_unary(g, TPU_IR_FLOOR, x));
-  tpu_lower_out(e, 0, tpu_ir_convert(g, tpu_ir_binary(g, TPU_IR_SUB, x, tr), t));
-  return TPU_OK;
-}
-
-// Float results of integer inputs, computed in opmath.
-static tpu_val_t float_input(tpu_lower_ctx_t* e, tpu_dtype_t* out) {
-  *out = tpu_to_float(tpu_arg_value_dtype(e, 0));
-  return tpu_lower_input(e, 0, tpu_opmath(*out));
-}
-
-// log2 / log10: log(x) / log(base).
-static tpu_status_t log_base_elem(tpu_lower_ctx_t* e, double base) {
-  tpu_dtype_t t;
-  tpu_val_t x = float_input(e, &t);
-  tpu_val_t l = tpu_ir_unary(e->g, TPU_IR_LOG, x);
-  tpu_val_t r = tpu_ir_binary(e->g, TPU_IR_DIV, l, tpu_lower_const_like(e, l, log(base)));
-  tpu_lower_out(e, 0, tpu_ir_convert(e->g, r, t));
-  return TPU_OK;
-}
-
-static tpu_status_t log2_elem(tpu_lower_ctx_t* e) { return log_base_elem(e, 2); }
-static tpu_status_t log10_elem(tpu_lower_ctx_t* e) { return log_base_elem(e, 10); }
-
-static tpu_status_t reciprocal_elem(tpu_lower_ctx_t* e) {
-  tpu_dtype_t t;
-  tpu_val_t x = float_input(e, &t);
-  tpu_val_t r = tpu_ir_binary(e->g, TPU_IR_DIV, tpu_lower_const_like(e, x, 1), x);
-  tpu_lower_out(e, 0, tpu_ir_convert(e->g, r, t));
-  return TPU_OK;
-}
-
-// sign: -1, 0 or 1 in the input's dtype; NaN gives 0 (stablehlo.sign keeps
-// NaN), unsigned integers are never negative, bool is unchanged.
-static tpu_status_t sign_elem(tpu_lower_ctx_t* e) {
-  tpu_graph_t* g = e->g;
-  tpu_dtype_t t = tpu_arg_value_dtype(e, 0);
-  tpu_val_t x = tpu_lower_tensor(e, 0);
-  tpu_val_t r;
-  if (t == TPU_BOOL) {
-    r = x;
-  } else if (tpu_dtype_kind(t) == TPU_KIND_UINT) {
-    r = tpu_ir_convert(g, tpu_ir_compare(g, TPU_CMP_NE, x, tpu_lower_const_like(e, x, 0)), t);
-  } else if (tpu_dtype_is_float(t)) {
-    x = tpu_ir_convert(g, x, tpu_opmath(t));
-    r = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_NE, x, x), tpu_lower_const_like(e, x, 0),
-                      tpu_ir_unary(g, TPU_IR_SIGN, x));
-    r = tpu_ir_convert(g, r, t);
-  } else {
-    r = tpu_ir_unary(g, TPU_IR_SIGN, x);
-  }
-  tpu_lower_out(e, 0, r);
-  return TPU_OK;
-}
-
 static tpu_status_t abs_elem(tpu_lower_ctx_t* e) {
   tpu_dtype_t t = tpu_arg_value_dtype(e, 0);
   if (t == TPU_BOOL) return not_implemented("abs_cpu", t);
@@ -649,6 +552,15 @@ FOREACH_TABLE(tanh)
 FOREACH_TABLE(sigmoid)
 FOREACH_TABLE(erf)
 FOREACH_TABLE(mm)
+FOREACH_TABLE(ceil)
+FOREACH_TABLE(floor)
+FOREACH_TABLE(round)
+FOREACH_TABLE(trunc)
+FOREACH_TABLE(frac)
+FOREACH_TABLE(log2)
+FOREACH_TABLE(log10)
+FOREACH_TABLE(reciprocal)
+FOREACH_TABLE(sign)
 #undef FOREACH_TABLE
 
 #define FOREACH_ROW(op) \
@@ -665,15 +577,6 @@ FOREACH_ROW(lgamma)
 #define FOREACH_ELEM(op) \
   tpu_status_t tpu_lower_foreach_##op(tpu_lower_ctx_t* cx) { return foreach_map(cx, NULL, op##_elem); }
 FOREACH_ELEM(abs)
-FOREACH_ELEM(ceil)
-FOREACH_ELEM(floor)
-FOREACH_ELEM(round)
-FOREACH_ELEM(trunc)
-FOREACH_ELEM(frac)
-FOREACH_ELEM(log2)
-FOREACH_ELEM(log10)
-FOREACH_ELEM(reciprocal)
-FOREACH_ELEM(sign)
 FOREACH_ELEM(zero)
 FOREACH_ELEM(copy)
 FOREACH_ELEM(norm)

@@ -516,9 +516,13 @@ tpu_status_t tpu_lower_gather(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
   int64_t dim;
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 1, 0), tpu_arg_rank(cx, 0), &dim));
-  // (CPU accepts any dtype for an empty index: nothing is read)
-  if (!is_index_dtype(tpu_arg_value_dtype(cx, 2)) &&
-      tpu_numel(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2)) != 0)
+  // An empty index reads nothing: CPU checks neither its dtype nor its rank.
+  if (tpu_numel(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2)) == 0) {
+    tpu_lower_out(cx, 0, zeros(g, tpu_arg_value_dtype(cx, 0), tpu_arg_sizes(cx, 2),
+                               tpu_arg_rank(cx, 2)));
+    return TPU_OK;
+  }
+  if (!is_index_dtype(tpu_arg_value_dtype(cx, 2)))
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "gather(): Expected dtype int32/int64 for index");
   int64_t xd[TPU_MAX_RANK], id[TPU_MAX_RANK];

@@ -311,11 +311,14 @@ tpu_status_t tpu_lower_histc(tpu_lower_ctx_t* cx) {
   lo = tpu_ir_select(g, empty, tpu_ir_binary(g, TPU_IR_SUB, lo, one), lo);
   hi = tpu_ir_select(g, empty, tpu_ir_binary(g, TPU_IR_ADD, hi, one), hi);
   tpu_val_t lo_n = tpu_ir_broadcast(g, lo, &n, 1, NULL), hi_n = tpu_ir_broadcast(g, hi, &n, 1, NULL);
-  tpu_val_t scale = tpu_ir_binary(g, TPU_IR_DIV, tpu_ir_const(g, acc, (double)bins, NULL, 0),
-                                  tpu_ir_binary(g, TPU_IR_SUB, hi, lo));
-  tpu_val_t pos = tpu_ir_convert(g, tpu_ir_binary(g, TPU_IR_MUL, tpu_ir_binary(g, TPU_IR_SUB, x, lo_n),
-                                                  tpu_ir_broadcast(g, scale, &n, 1, NULL)),
-                                 TPU_I64);
+  // pos = (x - lo) * bins / (hi - lo), each step rounded to self's dtype as
+  // CPU computes half precision.
+#define R(v) tpu_ir_convert(g, tpu_ir_convert(g, (v), t), acc)
+  tpu_val_t width = tpu_ir_broadcast(g, R(tpu_ir_binary(g, TPU_IR_SUB, hi, lo)), &n, 1, NULL);
+  tpu_val_t pos = R(tpu_ir_binary(g, TPU_IR_MUL, R(tpu_ir_binary(g, TPU_IR_SUB, x, lo_n)),
+                                  tpu_ir_const(g, acc, (double)bins, &n, 1)));
+  pos = tpu_ir_convert(g, R(tpu_ir_binary(g, TPU_IR_DIV, pos, width)), TPU_I64);
+#undef R
   tpu_val_t last = tpu_ir_const_i(g, TPU_I64, bins - 1, &n, 1);
   pos = tpu_ir_binary(g, TPU_IR_MIN, pos, last);  // the top edge
   tpu_val_t inside = tpu_ir_binary(g, TPU_IR_AND, tpu_ir_compare(g, TPU_CMP_GE, x, lo_n),
