@@ -116,3 +116,22 @@ const char* tpu_shape_str(const int64_t* d, int n, char* buf, size_t size) {
   if (k < size) snprintf(buf + k, size - k, "]");
   return buf;
 }
+
+// Gathers slices along `dim` of x (shape d, rank n) at the i64 indices idx
+// (1-D, m entries): the result has x's shape with dim of size m.
+tpu_val_t tpu_gather_along(tpu_graph_t* g, tpu_val_t x, const int64_t* d, int n, int dim,
+                           tpu_val_t idx) {
+  tpu_gather_dims_t dn;
+  memset(&dn, 0, sizeof dn);
+  for (int i = 0; i < n; ++i)
+    if (i != dim) dn.offset_dims[dn.n_offset++] = i;
+  dn.n_collapsed = 1;
+  dn.collapsed_slice_dims[0] = dim;
+  dn.n_start_map = 1;
+  dn.start_index_map[0] = dim;
+  dn.index_vector_dim = 1;
+  int64_t sizes[TPU_MAX_RANK];
+  memcpy(sizes, d, sizeof(int64_t) * (size_t)n);
+  sizes[dim] = 1;
+  return tpu_ir_gather(g, x, idx, &dn, sizes);
+}

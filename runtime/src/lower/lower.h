@@ -163,6 +163,10 @@ const char* tpu_dtype_torch_name(tpu_dtype_t t);
 // Its C++ spelling ("float", "c10::BFloat16", "long int"), which some
 // PyTorch dtype errors use.
 const char* tpu_dtype_cpp_name(tpu_dtype_t t);
+// Slices of x (shape d, rank n) along `dim` at the i64 indices idx (1-D, m
+// entries): x's shape with dim of size m.
+tpu_val_t tpu_gather_along(tpu_graph_t* g, tpu_val_t x, const int64_t* d, int n, int dim,
+                           tpu_val_t idx);
 // The number of elements of a shape.
 int64_t tpu_numel(const int64_t* d, int n);
 // A shape as "[2, 3, 4]" in buf, for messages; returns buf.

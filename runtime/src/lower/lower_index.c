@@ -112,25 +112,6 @@ static tpu_val_t scatter_flat(tpu_graph_t* g, tpu_val_t x, tpu_val_t off, tpu_va
   return tpu_ir_scatter(g, x, off, upd, &dn, body);
 }
 
-// Gathers slices along `dim` of x (shape d, rank n) at the i64 indices idx
-// (1-D, m entries): the result has x's shape with dim of size m.
-static tpu_val_t gather_dim(tpu_graph_t* g, tpu_val_t x, const int64_t* d, int n, int dim,
-                            tpu_val_t idx) {
-  tpu_gather_dims_t dn;
-  memset(&dn, 0, sizeof dn);
-  for (int i = 0; i < n; ++i)
-    if (i != dim) dn.offset_dims[dn.n_offset++] = i;
-  dn.n_collapsed = 1;
-  dn.collapsed_slice_dims[0] = dim;
-  dn.n_start_map = 1;
-  dn.start_index_map[0] = dim;
-  dn.index_vector_dim = 1;
-  int64_t sizes[TPU_MAX_RANK];
-  memcpy(sizes, d, sizeof(int64_t) * (size_t)n);
-  sizes[dim] = 1;
-  return tpu_ir_gather(g, x, idx, &dn, sizes);
-}
-
 // Scatters slices of upd (x's shape with dim of size m) into x along `dim`
 // at the i64 indices idx (1-D, m entries).
 static tpu_val_t scatter_dim(tpu_graph_t* g, tpu_val_t x, int n, int dim, tpu_val_t idx,
@@ -348,7 +329,7 @@ tpu_status_t tpu_lower_index_select(tpu_lower_ctx_t* cx) {
     r = zeros(g, t, out, n);
   } else {
     tpu_val_t x = tpu_ir_reshape(g, tpu_lower_tensor(cx, 0), d, n);
-    r = gather_dim(g, x, d, n, (int)dim, idx);
+    r = tpu_gather_along(g, x, d, n, (int)dim, idx);
   }
   tpu_lower_out(cx, 0, tpu_ir_reshape(g, r, r0 ? out : NULL, r0));
   return TPU_OK;

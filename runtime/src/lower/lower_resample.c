@@ -63,19 +63,7 @@ static tpu_status_t oom(void) {
 // idx (m entries): x's shape with dim of size m.
 static tpu_val_t take(tpu_graph_t* g, tpu_val_t x, const int64_t* d, int n, int dim,
                       const int64_t* idx, int64_t m) {
-  tpu_gather_dims_t dn;
-  memset(&dn, 0, sizeof dn);
-  for (int i = 0; i < n; ++i)
-    if (i != dim) dn.offset_dims[dn.n_offset++] = i;
-  dn.n_collapsed = 1;
-  dn.collapsed_slice_dims[0] = dim;
-  dn.n_start_map = 1;
-  dn.start_index_map[0] = dim;
-  dn.index_vector_dim = 1;
-  int64_t sizes[TPU_MAX_RANK];
-  memcpy(sizes, d, sizeof(int64_t) * (size_t)n);
-  sizes[dim] = 1;
-  return tpu_ir_gather(g, x, tpu_ir_const_i64_array(g, idx, m), &dn, sizes);
+  return tpu_gather_along(g, x, d, n, dim, tpu_ir_const_i64_array(g, idx, m));
 }
 
 // Adds slices of upd (x's shape with dim of size m) into x along `dim` at
