@@ -135,3 +135,19 @@ tpu_val_t tpu_gather_along(tpu_graph_t* g, tpu_val_t x, const int64_t* d, int n,
   sizes[dim] = 1;
   return tpu_ir_gather(g, x, idx, &dn, sizes);
 }
+
+// Scatters slices of upd (x's shape with dim of size m) into x along `dim`
+// at the i64 indices idx (1-D, m entries).
+tpu_val_t tpu_scatter_along(tpu_graph_t* g, tpu_val_t x, int n, int dim, tpu_val_t idx,
+                            tpu_val_t upd, tpu_body_t body) {
+  tpu_scatter_dims_t dn;
+  memset(&dn, 0, sizeof dn);
+  for (int i = 0; i < n; ++i)
+    if (i != dim) dn.update_window_dims[dn.n_update_window++] = i;
+  dn.n_inserted = 1;
+  dn.inserted_window_dims[0] = dim;
+  dn.n_to_operand = 1;
+  dn.scatter_dims_to_operand_dims[0] = dim;
+  dn.index_vector_dim = 1;
+  return tpu_ir_scatter(g, x, idx, upd, &dn, body);
+}

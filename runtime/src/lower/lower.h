@@ -167,6 +167,10 @@ const char* tpu_dtype_cpp_name(tpu_dtype_t t);
 // entries): x's shape with dim of size m.
 tpu_val_t tpu_gather_along(tpu_graph_t* g, tpu_val_t x, const int64_t* d, int n, int dim,
                            tpu_val_t idx);
+// Combines slices of upd (x's shape with dim of size m) into x along `dim`
+// at the i64 indices idx (1-D, m entries) with `body`.
+tpu_val_t tpu_scatter_along(tpu_graph_t* g, tpu_val_t x, int n, int dim, tpu_val_t idx,
+                            tpu_val_t upd, tpu_body_t body);
 // The number of elements of a shape.
 int64_t tpu_numel(const int64_t* d, int n);
 // A shape as "[2, 3, 4]" in buf, for messages; returns buf.

@@ -112,22 +112,6 @@ static tpu_val_t scatter_flat(tpu_graph_t* g, tpu_val_t x, tpu_val_t off, tpu_va
   return tpu_ir_scatter(g, x, off, upd, &dn, body);
 }
 
-// Scatters slices of upd (x's shape with dim of size m) into x along `dim`
-// at the i64 indices idx (1-D, m entries).
-static tpu_val_t scatter_dim(tpu_graph_t* g, tpu_val_t x, int n, int dim, tpu_val_t idx,
-                             tpu_val_t upd, tpu_body_t body) {
-  tpu_scatter_dims_t dn;
-  memset(&dn, 0, sizeof dn);
-  for (int i = 0; i < n; ++i)
-    if (i != dim) dn.update_window_dims[dn.n_update_window++] = i;
-  dn.n_inserted = 1;
-  dn.inserted_window_dims[0] = dim;
-  dn.n_to_operand = 1;
-  dn.scatter_dims_to_operand_dims[0] = dim;
-  dn.index_vector_dim = 1;
-  return tpu_ir_scatter(g, x, idx, upd, &dn, body);
-}
-
 // Inclusive prefix sum along the last dim of x (shape d, rank n), by
 // log2(len) shifted adds (Hillis-Steele).
 static tpu_val_t scan_last(tpu_graph_t* g, tpu_val_t x, const int64_t* d, int n,
@@ -399,7 +383,7 @@ tpu_status_t tpu_lower_index_add(tpu_lower_ctx_t* cx) {
     src = tpu_ir_convert(g, tpu_ir_binary(g, TPU_IR_MUL, tpu_ir_convert(g, src, ct), a), t);
   }
   x = tpu_ir_reshape(g, x, d, n);
-  x = scatter_dim(g, x, n, (int)dim, idx, src, TPU_BODY_ADD);
+  x = tpu_scatter_along(g, x, n, (int)dim, idx, src, TPU_BODY_ADD);
   tpu_lower_out(cx, 0, tpu_ir_reshape(g, x, r0 ? d : NULL, r0));
   return TPU_OK;
 }
@@ -429,7 +413,7 @@ tpu_status_t tpu_lower_index_copy(tpu_lower_ctx_t* cx) {
   int64_t sd[TPU_MAX_RANK];
   nonempty_shape(cx, 3, sd);
   tpu_val_t src = tpu_ir_reshape(g, tpu_lower_tensor(cx, 3), sd, n);
-  x = scatter_dim(g, tpu_ir_reshape(g, x, d, n), n, (int)dim, idx, src, TPU_BODY_REPLACE);
+  x = tpu_scatter_along(g, tpu_ir_reshape(g, x, d, n), n, (int)dim, idx, src, TPU_BODY_REPLACE);
   tpu_lower_out(cx, 0, tpu_ir_reshape(g, x, r0 ? d : NULL, r0));
   return TPU_OK;
 }
@@ -772,13 +756,13 @@ tpu_status_t tpu_lower_index_reduce(tpu_lower_ctx_t* cx) {
   x = tpu_ir_reshape(g, x, d, n);
   tpu_val_t src = tpu_ir_reshape(g, tpu_lower_tensor(cx, 3), sd, n);
   if (!include_self) {  // slices that receive an update start from the identity
-    tpu_val_t hit = scatter_dim(g, tpu_ir_const_i(g, TPU_BOOL, 0, d, n), n, (int)dim, idx,
+    tpu_val_t hit = tpu_scatter_along(g, tpu_ir_const_i(g, TPU_BOOL, 0, d, n), n, (int)dim, idx,
                                 tpu_ir_const_i(g, TPU_BOOL, 1, sd, n), TPU_BODY_REPLACE);
     x = tpu_ir_select(g, hit, reduce_identity(g, body, t, d, n), x);
   }
-  x = scatter_dim(g, x, n, (int)dim, idx, src, body);
+  x = tpu_scatter_along(g, x, n, (int)dim, idx, src, body);
   if (mean) {
-    tpu_val_t count = scatter_dim(g, tpu_ir_const(g, t, include_self ? 1 : 0, d, n), n,
+    tpu_val_t count = tpu_scatter_along(g, tpu_ir_const(g, t, include_self ? 1 : 0, d, n), n,
                                   (int)dim, idx, tpu_ir_const(g, t, 1, sd, n), TPU_BODY_ADD);
     x = divide_mean(g, x, count, t);
   }
@@ -889,7 +873,7 @@ tpu_status_t tpu_lower_embedding_dense_backward(tpu_lower_ctx_t* cx) {
     tpu_val_t freq = gather_flat(g, counts, idx, 1);
     grad = tpu_ir_binary(g, TPU_IR_DIV, grad, tpu_ir_broadcast(g, freq, rows, 2, &zero_bd));
   }
-  tpu_val_t w = scatter_dim(g, zeros(g, acc, out, 2), 2, 0, idx, grad, TPU_BODY_ADD);
+  tpu_val_t w = tpu_scatter_along(g, zeros(g, acc, out, 2), 2, 0, idx, grad, TPU_BODY_ADD);
   tpu_lower_out(cx, 0, tpu_ir_convert(g, w, t));
   return TPU_OK;
 }
@@ -1737,7 +1721,7 @@ tpu_status_t tpu_lower_unfold_backward(tpu_lower_ctx_t* cx) {
   tpu_val_t elem = tpu_ir_binary(g, TPU_IR_REM, pos, splat_i64(g, size, &m, 1));
   tpu_val_t idx = tpu_ir_binary(g, TPU_IR_ADD, tpu_ir_binary(g, TPU_IR_MUL, win,
                                                              splat_i64(g, step, &m, 1)), elem);
-  tpu_val_t r = scatter_dim(g, zeros(g, acc, d, n), n, (int)dim, idx, grad, TPU_BODY_ADD);
+  tpu_val_t r = tpu_scatter_along(g, zeros(g, acc, d, n), n, (int)dim, idx, grad, TPU_BODY_ADD);
   tpu_lower_out(cx, 0, tpu_ir_reshape(g, tpu_ir_convert(g, r, t), in, rank));
   return TPU_OK;
 }

@@ -70,16 +70,7 @@ static tpu_val_t take(tpu_graph_t* g, tpu_val_t x, const int64_t* d, int n, int 
 // the constant indices idx (m entries).
 static tpu_val_t put_add(tpu_graph_t* g, tpu_val_t x, int n, int dim, const int64_t* idx,
                          int64_t m, tpu_val_t upd) {
-  tpu_scatter_dims_t dn;
-  memset(&dn, 0, sizeof dn);
-  for (int i = 0; i < n; ++i)
-    if (i != dim) dn.update_window_dims[dn.n_update_window++] = i;
-  dn.n_inserted = 1;
-  dn.inserted_window_dims[0] = dim;
-  dn.n_to_operand = 1;
-  dn.scatter_dims_to_operand_dims[0] = dim;
-  dn.index_vector_dim = 1;
-  return tpu_ir_scatter(g, x, tpu_ir_const_i64_array(g, idx, m), upd, &dn, TPU_BODY_ADD);
+  return tpu_scatter_along(g, x, n, dim, tpu_ir_const_i64_array(g, idx, m), upd, TPU_BODY_ADD);
 }
 
 // Weights w (m entries) as a constant of dtype `t` (F32 or F64), broadcast
