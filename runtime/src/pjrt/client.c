@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <threads.h>
 
@@ -252,8 +253,14 @@ static tpu_status_t client_query(tpu_client_t* c) {
   if (!c->devices)
     return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of host memory");
   c->num_devices = (int)ad.num_addressable_devices;
-  tpu_hash_t id = tpu_hash_bytes((tpu_hash_t){1, 2}, c->plugin_path,
-                                 strlen(c->plugin_path));
+  // The plugin's identity for the compile caches: its file name and size,
+  // not its path, so that the same plugin installed in another environment
+  // (a second venv, a fresh clone) shares the on-disk cache.
+  const char* base = strrchr(c->plugin_path, '/');
+  base = base ? base + 1 : c->plugin_path;
+  struct stat st;
+  uint64_t size = stat(c->plugin_path, &st) == 0 ? (uint64_t)st.st_size : 0;
+  tpu_hash_t id = tpu_hash_u64(tpu_hash_bytes((tpu_hash_t){1, 3}, base, strlen(base)), size);
   id = tpu_hash_bytes(id, c->platform_version, strlen(c->platform_version));
   id = tpu_hash_u64(id, (uint64_t)c->api->pjrt_api_version.minor_version);
   id = tpu_hash_u64(id, (uint64_t)c->xla_version);
