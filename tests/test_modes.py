@@ -25,7 +25,8 @@ def test_modes_agree(name):
 
 
 def test_fused_runs_one_execution():
-    x = torch.randn(64).tpu()
+    x0 = torch.randn(64)
+    x = x0.tpu()
     torch.tpu.synchronize()
     torchtpu.reset_metrics()
     with torchtpu.mode("fused"):
@@ -35,7 +36,10 @@ def test_fused_runs_one_execution():
     m = torchtpu.metrics()
     assert m["executions"] == 1, m
     assert m["ops"] == 21
-    assert s == pytest.approx(s)
+    expected = x0
+    for _ in range(10):
+        expected = expected * 1.01 + 0.5
+    assert s == pytest.approx(expected.sum().item(), rel=1e-5)
 
 
 def test_new_scalar_does_not_recompile():
@@ -65,3 +69,31 @@ def test_set_mode_and_env_names():
     torchtpu.set_mode(prev)
     with pytest.raises(ValueError):
         torchtpu.set_mode("lazy")
+
+
+@pytest.mark.parametrize("name", ["strict", "fused"])
+def test_in_place_updates_reuse_memory(name):
+    # Each add_ donates the old buffer to its output: memory stays flat
+    # while the executions run, and nothing is left held after a sync.
+    x = torch.zeros(1024, 1024).tpu()
+    torch.tpu.synchronize()
+    before = torch.tpu.memory_allocated()
+    torch.tpu.reset_peak_memory_stats()
+    with torchtpu.mode(name):
+        for _ in range(20):
+            x.add_(1)
+            assert torch.tpu.memory_allocated() == before
+    torch.tpu.synchronize()
+    assert torch.tpu.memory_allocated() == before
+    assert torch.tpu.max_memory_allocated() <= before + x.numel() * 4
+    assert torch.equal(x.cpu(), torch.full((1024, 1024), 20.0))
+
+
+def test_debug_mode_counts_a_host_sync_per_op():
+    x = torch.randn(16).tpu()
+    torch.tpu.synchronize()
+    torchtpu.reset_metrics()
+    with torchtpu.mode("debug"):
+        y = x[torch.tensor([1, 2]).tpu()] * 2  # an indexed read checks its bounds
+    assert torchtpu.metrics()["host_syncs"] == torchtpu.metrics()["executions"]
+    assert torch.equal(y.cpu(), x.cpu()[[1, 2]] * 2)

@@ -95,6 +95,9 @@ int tpu_buffer_refs(const tpu_buffer_t* buffer);
 // which buffers a running execution still uses.
 void tpu_buffer_mark_use(tpu_buffer_t* buffer, uint64_t seq);
 uint64_t tpu_buffer_last_use(const tpu_buffer_t* buffer);
+// The buffer was donated to an execution: its memory now belongs to an
+// output, so it no longer counts as in use (memory_allocated).
+void tpu_buffer_mark_donated(tpu_buffer_t* buffer);
 tpu_dtype_t tpu_buffer_dtype(const tpu_buffer_t* buffer);
 int tpu_buffer_rank(const tpu_buffer_t* buffer);
 const int64_t* tpu_buffer_dims(const tpu_buffer_t* buffer);

@@ -79,6 +79,11 @@ typedef struct tpu_dev {
   uint64_t* inflight_seq;  // their sequence numbers, increasing
   int num_inflight, inflight_cap;
   uint64_t exec_seq;  // sequence number of the last execution
+  // Buffers donated to executions that may still run. PJRT blocks the host
+  // when a donated buffer is destroyed before its execution ends, so they
+  // are released once it has (retained; last_use is that execution).
+  tpu_buffer_t** donated;
+  int num_donated, donated_cap;
   tpu_pending_check_t* checks;  // oldest first
   tpu_pending_check_t** checks_tail;
   // Cached 0-d inputs for Python numbers.

@@ -114,14 +114,46 @@ static bool donatable(tpu_dev_t* d, tpu_buffer_t* b, tpu_slot_t* const* out_slot
 // they are kept (their outputs get new buffers) and recording goes on while
 // the device works. Which donors those are depends on timing, so this is
 // decided at each execution and never changes the compiled program.
-static int busy_donors(tpu_dev_t* d, const tpu_program_output_t* outs, int n, int64_t* keep) {
-  uint64_t finished = finished_seq(d);
+static int busy_donors(tpu_dev_t* d, uint64_t finished, const tpu_program_output_t* outs, int n,
+                       int64_t* keep) {
   int k = 0;
   for (int o = 0; o < n; ++o) {
     int p = outs[o].donor_param;
     if (p >= 0 && tpu_buffer_last_use(d->params[p]) > finished) keep[k++] = p;
   }
   return k;
+}
+
+static void release_donated(tpu_dev_t* d, uint64_t finished) {
+  int k = 0;
+  for (int i = 0; i < d->num_donated; ++i) {
+    if (tpu_buffer_last_use(d->donated[i]) <= finished) tpu_buffer_release(d->donated[i]);
+    else d->donated[k++] = d->donated[i];
+  }
+  d->num_donated = k;
+}
+
+// Holds the buffers that execution `seq` took as donations (all donors but
+// the kept ones) until it ends; see tpu_dev_t.donated.
+static void hold_donated(tpu_dev_t* d, const tpu_program_output_t* outs, int n,
+                         const int64_t* keep, int num_keep) {
+  for (int o = 0; o < n; ++o) {
+    int p = outs[o].donor_param;
+    bool kept = false;
+    for (int k = 0; k < num_keep; ++k) kept |= keep[k] == p;
+    if (p < 0 || kept) continue;
+    tpu_buffer_t* b = d->params[p];
+    tpu_buffer_mark_donated(b);
+    if (d->num_donated == d->donated_cap) {
+      int cap = d->donated_cap ? d->donated_cap * 2 : 64;
+      tpu_buffer_t** grown = tpu_realloc(d->donated, sizeof *grown * (size_t)cap);
+      if (!grown) continue;  // released with the graph: the host waits, never wrong
+      d->donated = grown;
+      d->donated_cap = cap;
+    }
+    tpu_buffer_retain(b);
+    d->donated[d->num_donated++] = b;
+  }
 }
 
 // Remembers execution `seq` so that synchronize can wait for it. Executions
@@ -166,6 +198,7 @@ tpu_status_t tpu_dev_wait_all(tpu_dev_t* d) {
     tpu_event_destroy(d->inflight[i]);
   }
   d->num_inflight = 0;
+  release_donated(d, d->exec_seq);
   return first;
 }
 
@@ -249,9 +282,12 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     if (!s) {
       int64_t small_keep[STACK_OUTS];
       int64_t* keep = n <= STACK_OUTS ? small_keep : tpu_malloc(sizeof *keep * (size_t)n);
-      int num_keep = keep ? busy_donors(d, outs, num_values, keep) : 0;  // none: only slower
+      uint64_t finished = finished_seq(d);
+      release_donated(d, finished);
+      int num_keep = keep ? busy_donors(d, finished, outs, num_values, keep) : 0;  // none: only slower
       s = tpu_executable_execute(exe, d->index, d->params, d->num_params, keep, num_keep, results,
                                  n, wait ? NULL : &done);
+      if (!s) hold_donated(d, outs, num_values, keep, num_keep);
       if (keep != small_keep) tpu_free(keep);
       tpu_executable_release(exe);
       tpu_metric_add(TPU_M_EXECUTIONS, 1);
@@ -324,6 +360,7 @@ tpu_status_t tpu_dev_after_op(tpu_dev_t* d, int op) {
   if (mode == TPU_MODE_FUSED && d->num_ops < tpu_rt()->flush_cap) return TPU_OK;
   if (mode != TPU_MODE_DEBUG) return flush(d, false);
   // Debug: wait for the results and raise device-side errors at the op.
+  tpu_metric_add(TPU_M_HOST_SYNCS, 1);
   TPU_RETURN_IF_ERROR(flush(d, true));
   return tpu_dev_check(d);
 }

@@ -19,7 +19,7 @@ static void buffer_destroy(void* self) {
     PJRT_ARGS(Buffer_Destroy, a);
     a.buffer = b->handle;
     tpu_status_ignore(PJRT_CALL(c->api, Buffer_Destroy, a));
-    account(c, b->device, -(int64_t)b->nbytes);
+    if (!b->donated) account(c, b->device, -(int64_t)b->nbytes);
   }
   tpu_free(b);
   tpu_client_release(c);
@@ -166,6 +166,12 @@ int tpu_buffer_refs(const tpu_buffer_t* b) { return tpu_object_refs(&b->obj); }
 void tpu_buffer_mark_use(tpu_buffer_t* b, uint64_t seq) { b->last_use = seq; }
 
 uint64_t tpu_buffer_last_use(const tpu_buffer_t* b) { return b->last_use; }
+
+void tpu_buffer_mark_donated(tpu_buffer_t* b) {
+  if (b->donated || !b->handle) return;
+  b->donated = true;
+  account(b->client, b->device, -(int64_t)b->nbytes);
+}
 tpu_dtype_t tpu_buffer_dtype(const tpu_buffer_t* b) { return b->dtype; }
 int tpu_buffer_rank(const tpu_buffer_t* b) { return b->rank; }
 const int64_t* tpu_buffer_dims(const tpu_buffer_t* b) { return b->dims; }

@@ -72,6 +72,7 @@ struct tpu_buffer {
   int64_t dims[TPU_MAX_RANK];
   size_t nbytes;
   uint64_t last_use;  // tpu_buffer_mark_use
+  bool donated;        // tpu_buffer_mark_donated
 };
 
 // Wraps a PJRT buffer the client handed us (takes ownership of `handle`).
