@@ -42,6 +42,19 @@ def test_warm_disk_cache_compiles_nothing(tmp_path):
     assert out.returncode != 0 and "TORCHTPU_ASSERT_NO_COMPILE" in out.stderr
 
 
+def test_plugin_options_from_the_environment_key_the_disk_cache(tmp_path):
+    # XLA_FLAGS changes what the plugin compiles: another value must not
+    # reuse executables compiled under the first.
+    env = dict(os.environ, TORCHTPU_CACHE_DIR=str(tmp_path))
+    env.pop("XLA_FLAGS", None)
+    assert run(env)["compiles"] > 0
+    flagged = dict(env, XLA_FLAGS="--xla_cpu_enable_fast_math=false")
+    first = run(flagged)
+    assert first["compiles"] > 0 and first["disk_hits"] == 0
+    assert run(flagged)["compiles"] == 0
+    assert run(env)["compiles"] == 0
+
+
 def test_memory_cache_hits():
     x = torch.randn(5, 5, device="tpu")
     (x + x).cpu()

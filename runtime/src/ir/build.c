@@ -475,6 +475,23 @@ tpu_val_t tpu_ir_reduce(tpu_graph_t* g, tpu_val_t x, tpu_val_t init,
   tpu_type_t t = tpu_type_make(tx->dtype, NULL, 0);
   for (int i = 0; i < tx->rank; ++i)
     if (!reduced[i]) t.dims[t.rank++] = tx->dims[i];
+  // XLA's CPU backend runs a reduction over several adjacent dimensions as
+  // a strided loop, about 4x slower than over one: adjacent reduced
+  // dimensions, and adjacent kept ones, are merged by a reshape first.
+  int64_t merged[TPU_MAX_RANK], merged_reduced[TPU_MAX_RANK];
+  int rank = 0, n = 0;
+  for (int i = 0; i < tx->rank; ++i) {
+    if (i > 0 && reduced[i] == reduced[i - 1]) {
+      merged[rank - 1] *= tx->dims[i];
+      continue;
+    }
+    if (reduced[i]) merged_reduced[n++] = rank;
+    merged[rank++] = tx->dims[i];
+  }
+  if (rank < tx->rank) {
+    tpu_val_t r = tpu_ir_reduce(g, tpu_ir_reshape(g, x, merged, rank), init, merged_reduced, n, body);
+    return tpu_ir_reshape(g, r, t.dims, t.rank);
+  }
   tpu_val_t ops[2] = {x, init};
   return tpu_graph_add(g, TPU_IR_REDUCE, ops, 2, &a, sizeof a, &t);
 }

@@ -264,6 +264,12 @@ static tpu_status_t client_query(tpu_client_t* c) {
   id = tpu_hash_bytes(id, c->platform_version, strlen(c->platform_version));
   id = tpu_hash_u64(id, (uint64_t)c->api->pjrt_api_version.minor_version);
   id = tpu_hash_u64(id, (uint64_t)c->xla_version);
+  // Options the plugin reads from the environment change what it compiles.
+  static const char* const option_vars[] = {"XLA_FLAGS", "LIBTPU_INIT_ARGS"};
+  for (uint64_t i = 0; i < sizeof option_vars / sizeof *option_vars; ++i) {
+    const char* v = getenv(option_vars[i]);
+    if (v && *v) id = tpu_hash_bytes(tpu_hash_u64(id, i + 1), v, strlen(v));
+  }
   for (int i = 0; i < c->num_devices; ++i) {
     tpu_device_info_t* d = &c->devices[i];
     d->handle = ad.addressable_devices[i];
