@@ -55,6 +55,33 @@ def test_plugin_options_from_the_environment_key_the_disk_cache(tmp_path):
     assert run(env)["compiles"] == 0
 
 
+FLAGS_SCRIPT = textwrap.dedent("""
+    import ctypes, torch, torchtpu
+    torch.ones(1, device="tpu").cpu()
+    libc = ctypes.CDLL(None)
+    libc.getenv.restype = ctypes.c_char_p
+    print((libc.getenv(b"XLA_FLAGS") or b"").decode())
+""")
+
+
+@pytest.mark.parametrize("given", [None, "--xla_cpu_enable_fast_math=false",
+                                   "--xla_cpu_enable_concurrency_optimized_scheduler=true"])
+def test_cpu_plugin_schedules_sequentially_unless_told(given):
+    env = dict(os.environ)
+    env.pop("XLA_FLAGS", None)
+    if given:
+        env["XLA_FLAGS"] = given
+    out = subprocess.run([sys.executable, "-c", FLAGS_SCRIPT], env=env, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    flags = out.stdout.strip().splitlines()[-1].split()
+    if given and "scheduler" in given:
+        assert flags == [given]  # the user's choice stands
+    else:
+        assert flags == ([given] if given else []) + [
+            "--xla_cpu_enable_concurrency_optimized_scheduler=false"]
+
+
 def test_memory_cache_hits():
     x = torch.randn(5, 5, device="tpu")
     (x + x).cpu()

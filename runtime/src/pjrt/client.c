@@ -2,10 +2,14 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <threads.h>
+#include <unistd.h>
 
+#include "base/strbuf.h"
 #include "pjrt/pjrt_internal.h"
 
 //===--- calling PJRT ---===//
@@ -87,6 +91,42 @@ static bool file_exists(const char* path) {
 // The newest slot we call; a plugin whose table ends before it is too old.
 enum { REQUIRED_SLOT = PJRT_SLOT_Buffer_ReadyEvent };
 
+// Whether the file holds `text` (a flag name in a plugin's string table).
+static bool file_contains(const char* path, const char* text) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  bool found = false;
+  if (fstat(fd, &st) == 0 && st.st_size > 0) {
+    void* data = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (data != MAP_FAILED) {
+      found = memmem(data, (size_t)st.st_size, text, strlen(text)) != NULL;
+      munmap(data, (size_t)st.st_size);
+    }
+  }
+  close(fd);
+  return found;
+}
+
+// XLA's CPU backend schedules a program for running independent kernels in
+// parallel. Here the host's cores also record the next ops, and the
+// sequential, memory-ordered schedule runs perflab's fused GPT training step
+// about 18% faster, so it is the default unless XLA_FLAGS chooses. Only a
+// plugin that knows the flag gets it: XLA aborts on an unknown flag.
+static void prefer_sequential_schedule(const char* path) {
+  static const char flag[] = "xla_cpu_enable_concurrency_optimized_scheduler";
+  const char* old = getenv("XLA_FLAGS");
+  if ((old && strstr(old, flag)) || !file_contains(path, flag)) return;
+  tpu_strbuf_t b;
+  tpu_strbuf_init(&b);
+  if (old && *old) tpu_strbuf_printf(&b, "%s ", old);
+  tpu_strbuf_printf(&b, "--%s=false", flag);
+  tpu_status_t s = tpu_strbuf_status(&b);
+  if (!s) setenv("XLA_FLAGS", tpu_strbuf_cstr(&b), 1);
+  tpu_status_free(s);  // out of memory: the default schedule, never wrong
+  tpu_strbuf_deinit(&b);
+}
+
 static tpu_status_t plugin_open(const char* path, const PJRT_Api** out_api) {
   for (int i = 0; i < num_plugins; ++i)
     if (!strcmp(plugins[i].path, path)) {
@@ -102,6 +142,7 @@ static tpu_status_t plugin_open(const char* path, const PJRT_Api** out_api) {
   // XLA logs every client creation at INFO; keep its logs to warnings and up
   // unless the user asked for more.
   if (tpu_log_level() < TPU_LOG_DEBUG) setenv("TF_CPP_MIN_LOG_LEVEL", "1", 0);
+  if (strstr(path, "cpu")) prefer_sequential_schedule(path);
   void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
