@@ -124,6 +124,7 @@ static int busy_donors(tpu_dev_t* d, uint64_t finished, const tpu_program_output
   return k;
 }
 
+// Releases the donated buffers of executions up to `finished`.
 static void release_donated(tpu_dev_t* d, uint64_t finished) {
   int k = 0;
   for (int i = 0; i < d->num_donated; ++i) {
@@ -133,8 +134,8 @@ static void release_donated(tpu_dev_t* d, uint64_t finished) {
   d->num_donated = k;
 }
 
-// Holds the buffers that execution `seq` took as donations (all donors but
-// the kept ones) until it ends; see tpu_dev_t.donated.
+// Holds the buffers that the execution just launched took as donations (all
+// donors but the kept ones) until it ends; see tpu_dev_t.donated.
 static void hold_donated(tpu_dev_t* d, const tpu_program_output_t* outs, int n,
                          const int64_t* keep, int num_keep) {
   for (int o = 0; o < n; ++o) {

@@ -68,11 +68,24 @@ static inline tpu_val_t tpu_ew_cmp_k(tpu_lower_ctx_t* cx, tpu_cmp_t cmp,
                                      tpu_val_t a, double c) {
   return tpu_ir_compare(cx->g, cmp, a, tpu_lower_const_like(cx, a, c));
 }
+// |a| with the sign bit of b (also of -0.0 and NaN).
+tpu_val_t tpu_ew_copysign(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b);
 // A 0-d number input of x's dtype broadcast to x's shape (numbers are
 // inputs, so a new value does not recompile).
 tpu_val_t tpu_ew_number_like(tpu_lower_ctx_t* cx, tpu_val_t x, double value);
 // Scalar argument i (dflt when absent) as an input of x's dtype broadcast
 // to x's shape.
 tpu_val_t tpu_ew_arg_like(tpu_lower_ctx_t* cx, int i, tpu_val_t x, double dflt);
+
+// tpu_lower_<name> from <name>_fn, an elementwise function of one value.
+#define TPU_EW_UNARY(name, rule)                          \
+  tpu_status_t tpu_lower_##name(tpu_lower_ctx_t* cx) {    \
+    return tpu_ew_unary(cx, TPU_RULE_##rule, name##_fn);  \
+  }
+// The same for ops PyTorch defines for real numbers only.
+#define TPU_EW_UNARY_REAL(name, rule)                                      \
+  tpu_status_t tpu_lower_##name(tpu_lower_ctx_t* cx) {                     \
+    return tpu_ew_unary_ex(cx, TPU_RULE_##rule, name##_fn, TPU_EW_REAL);   \
+  }
 
 #endif  // TPU_LOWER_ELEMENTWISE_H_
