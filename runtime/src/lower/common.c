@@ -119,6 +119,38 @@ const char* tpu_shape_str(const int64_t* d, int n, char* buf, size_t size) {
 
 // Gathers slices along `dim` of x (shape d, rank n) at the i64 indices idx
 // (1-D, m entries): the result has x's shape with dim of size m.
+tpu_val_t tpu_gather_flat(tpu_graph_t* g, tpu_val_t x, tpu_val_t off, int r) {
+  tpu_gather_dims_t dn;
+  memset(&dn, 0, sizeof dn);
+  dn.n_collapsed = 1;
+  dn.n_start_map = 1;
+  dn.index_vector_dim = r;  // each offset is a scalar index
+  int64_t one = 1;
+  return tpu_ir_gather(g, x, off, &dn, &one);
+}
+
+tpu_val_t tpu_scatter_flat(tpu_graph_t* g, tpu_val_t x, tpu_val_t off, tpu_val_t upd, int r,
+                           tpu_body_t body) {
+  tpu_scatter_dims_t dn;
+  memset(&dn, 0, sizeof dn);
+  dn.n_inserted = 1;
+  dn.n_to_operand = 1;
+  dn.index_vector_dim = r;
+  return tpu_ir_scatter(g, x, off, upd, &dn, body);
+}
+
+tpu_val_t tpu_gather_rows(tpu_graph_t* g, tpu_val_t x, tpu_val_t idx, int r, int64_t c) {
+  tpu_gather_dims_t dn;
+  memset(&dn, 0, sizeof dn);
+  dn.n_offset = 1;
+  dn.offset_dims[0] = r;
+  dn.n_collapsed = 1;
+  dn.n_start_map = 1;
+  dn.index_vector_dim = r;
+  int64_t sizes[2] = {1, c};
+  return tpu_ir_gather(g, x, idx, &dn, sizes);
+}
+
 tpu_val_t tpu_gather_along(tpu_graph_t* g, tpu_val_t x, const int64_t* d, int n, int dim,
                            tpu_val_t idx) {
   tpu_gather_dims_t dn;

@@ -1,6 +1,7 @@
-// Helpers shared by the elementwise lowerings (lower_elementwise.c and
-// lower_activation.c): dtype rules, the generic unary/binary drivers, and
-// short builders for arithmetic on values of one type.
+// Helpers shared by the elementwise lowerings (lower_elementwise.c,
+// lower_special.c, lower_activation.c and others): dtype rules, the generic
+// unary/binary drivers, and short builders for arithmetic on values of one
+// type.
 #ifndef TPU_LOWER_ELEMENTWISE_H_
 #define TPU_LOWER_ELEMENTWISE_H_
 

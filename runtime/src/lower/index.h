@@ -41,12 +41,6 @@ tpu_val_t tpu_ix_checked_index(tpu_lower_ctx_t* cx, tpu_val_t idx, const int64_t
     TPU_PRINTF(8, 9);
 // Row-major strides of a contiguous shape.
 void tpu_ix_strides_of(const int64_t* d, int n, int64_t* st);
-// Gathers elements of a 1-D value at i64 offsets of any shape (result: the
-// offsets' shape).
-tpu_val_t tpu_ix_gather_flat(tpu_graph_t* g, tpu_val_t x, tpu_val_t off, int off_rank);
-// Scatters updates (the offsets' shape) into a 1-D value at i64 offsets.
-tpu_val_t tpu_ix_scatter_flat(tpu_graph_t* g, tpu_val_t x, tpu_val_t off, tpu_val_t upd,
-                              int off_rank, tpu_body_t body);
 // Inclusive prefix sum of a 1-D integer value of n entries.
 tpu_val_t tpu_ix_prefix_sum(tpu_graph_t* g, tpu_val_t x, int64_t n, tpu_dtype_t t);
 // Flat positions (i64, `size` entries) of the first `size` true elements of

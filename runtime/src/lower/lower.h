@@ -163,6 +163,15 @@ const char* tpu_dtype_torch_name(tpu_dtype_t t);
 // Its C++ spelling ("float", "c10::BFloat16", "long int"), which some
 // PyTorch dtype errors use.
 const char* tpu_dtype_cpp_name(tpu_dtype_t t);
+// Elements of a 1-D x at i64 offsets of rank r (result: the offsets' shape).
+tpu_val_t tpu_gather_flat(tpu_graph_t* g, tpu_val_t x, tpu_val_t off, int r);
+// Scatters upd (the offsets' shape) into a 1-D x at i64 offsets of rank r;
+// out-of-range updates drop.
+tpu_val_t tpu_scatter_flat(tpu_graph_t* g, tpu_val_t x, tpu_val_t off, tpu_val_t upd, int r,
+                           tpu_body_t body);
+// Rows of the 2-D x [R, c] at the i64 indices idx of rank r: idx's shape
+// with c appended.
+tpu_val_t tpu_gather_rows(tpu_graph_t* g, tpu_val_t x, tpu_val_t idx, int r, int64_t c);
 // Slices of x (shape d, rank n) along `dim` at the i64 indices idx (1-D, m
 // entries): x's shape with dim of size m.
 tpu_val_t tpu_gather_along(tpu_graph_t* g, tpu_val_t x, const int64_t* d, int n, int dim,
@@ -180,6 +189,10 @@ void tpu_dims_str(const int64_t* d, int rank, const char* sep, char* out, size_t
 // Element j of an output_mask (bool[]) argument i; true when absent.
 bool tpu_arg_mask_bit(const tpu_lower_ctx_t* cx, int i, int j);
 #define tpu_invalid(...) tpu_status_make(TPU_CODE_INVALID_ARGUMENT, __VA_ARGS__)
+// PyTorch's error for a kernel that has no implementation for a dtype.
+#define tpu_not_implemented(kernel, dtype)                                              \
+  tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'", (kernel), \
+                  tpu_dtype_torch_name(dtype))
 
 // The op table, expanded from ops.def.
 const tpu_op_row_t* tpu_op_row(int op);

@@ -15,8 +15,7 @@
 // Activations take real numbers only.
 static tpu_status_t real(tpu_lower_ctx_t* cx, tpu_dtype_t t) {
   if (!tpu_dtype_is_complex(t)) return TPU_OK;
-  return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'",
-                         cx->row->name, tpu_dtype_torch_name(t));
+  return tpu_not_implemented(cx->row->name, t);
 }
 
 // The output and grad_output's common dtype, checked; values in `compute`

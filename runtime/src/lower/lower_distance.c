@@ -294,16 +294,6 @@ static tpu_val_t upper_offsets(tpu_graph_t* g, int64_t n, int64_t* count) {
   return tpu_ir_const_i64_array(g, off, k);
 }
 
-static tpu_val_t gather_flat(tpu_graph_t* g, tpu_val_t x, tpu_val_t off, int off_rank) {
-  tpu_gather_dims_t dn;
-  memset(&dn, 0, sizeof dn);
-  dn.n_collapsed = 1;
-  dn.n_start_map = 1;
-  dn.index_vector_dim = off_rank;
-  int64_t one = 1;
-  return tpu_ir_gather(g, x, off, &dn, &one);
-}
-
 // _pdist_forward(Tensor self, float p=2)
 tpu_status_t tpu_lower_pdist(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
@@ -319,7 +309,7 @@ tpu_status_t tpu_lower_pdist(tpu_lower_ctx_t* cx) {
   int64_t d3[3] = {1, n, c}, d4[4] = {1, n, n, c}, nn = n * n;
   tpu_val_t x = tpu_ir_reshape(g, tpu_lower_input(cx, 0, acc), d3, 3);
   tpu_val_t full = tpu_ir_reshape(g, pnorm_dist(g, x, x, d4, p, acc), &nn, 1);
-  tpu_val_t r = gather_flat(g, full, upper_offsets(g, n, &k), 1);
+  tpu_val_t r = tpu_gather_flat(g, full, upper_offsets(g, n, &k), 1);
   tpu_lower_out(cx, 0, tpu_ir_convert(g, r, t));
   return TPU_OK;
 }
@@ -340,7 +330,8 @@ static tpu_val_t condensed_to_full(tpu_graph_t* g, tpu_val_t v, int64_t n, int64
   }
   int64_t one = 1, nn = n * n, d3[3] = {1, n, n};
   tpu_val_t ext[2] = {v, tpu_ir_const(g, t, 0, &one, 1)};
-  tpu_val_t r = gather_flat(g, tpu_ir_concat(g, ext, 2, 0), tpu_ir_const_i64_array(g, tab, nn), 1);
+  tpu_val_t r =
+      tpu_gather_flat(g, tpu_ir_concat(g, ext, 2, 0), tpu_ir_const_i64_array(g, tab, nn), 1);
   return tpu_ir_reshape(g, r, d3, 3);
 }
 
@@ -388,8 +379,7 @@ enum { RED_NONE = 0, RED_MEAN = 1, RED_SUM = 2 };
 static tpu_status_t margin_dtypes(tpu_lower_ctx_t* cx, int self, int target, const char* kernel) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, self);
   if (!tpu_dtype_is_float(t) || tpu_dtype_is_complex(t))
-    return TPU_LOWER_ERROR(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'", kernel,
-                           tpu_dtype_torch_name(t));
+    return tpu_not_implemented(kernel, t);
   tpu_dtype_t tt = tpu_arg_value_dtype(cx, target);
   if (tt != TPU_I64)
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "expected scalar type Long but found %s",
@@ -416,7 +406,7 @@ static tpu_val_t take_cols(tpu_graph_t* g, tpu_val_t x, tpu_val_t y, int64_t n, 
       tpu_ir_binary(g, TPU_IR_MUL, tpu_ir_iota(g, TPU_I64, &n, 1, 0),
                     tpu_ir_const_i(g, TPU_I64, c, &n, 1)),
       y);
-  return gather_flat(g, tpu_ir_reshape(g, x, &flat, 1), off, 1);
+  return tpu_gather_flat(g, tpu_ir_reshape(g, x, &flat, 1), off, 1);
 }
 
 // The hinge terms of multi_margin_loss: z [N, C] (margin - x[y] + x) and the
@@ -481,7 +471,8 @@ static tpu_status_t mm_terms(tpu_lower_ctx_t* cx, int self, int target, int p_ar
                                    tpu_ir_broadcast(g, y, nc, 2, &b0));
   m->mask = tpu_ir_binary(g, TPU_IR_AND, not_y,
                           tpu_ir_compare(g, TPU_CMP_GT, m->z, tpu_ir_const(g, m->acc, 0, nc, 2)));
-  m->wy = has_w ? gather_flat(g, tpu_ir_reshape(g, tpu_lower_input(cx, weight, m->acc), &c, 1), y, 1)
+  m->wy = has_w ? tpu_gather_flat(g, tpu_ir_reshape(g, tpu_lower_input(cx, weight, m->acc), &c, 1),
+                                  y, 1)
                 : TPU_VAL_NONE;
   return TPU_OK;
 }
@@ -610,7 +601,7 @@ static tpu_status_t ml_terms(tpu_lower_ctx_t* cx, int self, int target, int redu
                                 tpu_ir_binary(g, TPU_IR_MUL, tpu_ir_iota(g, TPU_I64, nc, 2, 0),
                                               tpu_ir_const_i(g, TPU_I64, c, nc, 2)),
                                 m->y);
-  tpu_val_t xy = gather_flat(g, tpu_ir_reshape(g, x, &flat, 1), off, 2);
+  tpu_val_t xy = tpu_gather_flat(g, tpu_ir_reshape(g, x, &flat, 1), off, 2);
   m->z = tpu_ir_binary(g, TPU_IR_ADD,
                        tpu_ir_binary(g, TPU_IR_SUB, tpu_ir_const(g, m->acc, 1, njc, 3),
                                      tpu_ir_broadcast(g, xy, njc, 3, b01)),

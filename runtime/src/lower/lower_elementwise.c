@@ -20,27 +20,22 @@ static tpu_status_t promotion_error(tpu_lower_ctx_t* cx, int a, int b) {
                          tpu_dtype_torch_name(tpu_arg_value_dtype(cx, b)));
 }
 
-static tpu_status_t not_implemented(tpu_lower_ctx_t* cx, tpu_dtype_t t) {
-  return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'",
-                         cx->row->name, tpu_dtype_torch_name(t));
-}
-
 tpu_status_t tpu_ew_rule(tpu_lower_ctx_t* cx, tpu_rule_t rule, tpu_dtype_t t,
                          tpu_dtype_t* out) {
   switch (rule) {
     case TPU_RULE_FLOAT: *out = tpu_to_float(t); return TPU_OK;
     case TPU_RULE_BOOL: *out = TPU_BOOL; return TPU_OK;
     case TPU_RULE_INTEGRAL:
-      if (!tpu_dtype_is_integral(t, true)) return not_implemented(cx, t);
+      if (!tpu_dtype_is_integral(t, true)) return tpu_not_implemented(cx->row->name, t);
       break;
     case TPU_RULE_INTEGER:
-      if (!tpu_dtype_is_integral(t, false)) return not_implemented(cx, t);
+      if (!tpu_dtype_is_integral(t, false)) return tpu_not_implemented(cx->row->name, t);
       break;
     case TPU_RULE_FLOATING:
-      if (!tpu_dtype_is_float(t)) return not_implemented(cx, t);
+      if (!tpu_dtype_is_float(t)) return tpu_not_implemented(cx->row->name, t);
       break;
     case TPU_RULE_NOT_BOOL:
-      if (t == TPU_BOOL) return not_implemented(cx, t);
+      if (t == TPU_BOOL) return tpu_not_implemented(cx->row->name, t);
       break;
     case TPU_RULE_NOT_COMPLEX:
       if (tpu_dtype_is_complex(t))
@@ -62,7 +57,7 @@ static tpu_dtype_t compute_dtype(tpu_rule_t rule, tpu_dtype_t in, tpu_dtype_t ou
 tpu_status_t tpu_ew_unary_ex(tpu_lower_ctx_t* cx, tpu_rule_t rule, tpu_ew_fn1 fn,
                              int flags) {
   tpu_dtype_t in = tpu_arg_value_dtype(cx, 0), out;
-  if ((flags & TPU_EW_REAL) && tpu_dtype_is_complex(in)) return not_implemented(cx, in);
+  if ((flags & TPU_EW_REAL) && tpu_dtype_is_complex(in)) return tpu_not_implemented(cx->row->name, in);
   TPU_RETURN_IF_ERROR(tpu_ew_rule(cx, rule, in, &out));
   tpu_val_t x = tpu_lower_input(cx, 0, compute_dtype(rule, in, out));
   tpu_lower_out(cx, 0, tpu_ir_convert(cx->g, fn(cx, x), out));
@@ -120,7 +115,7 @@ tpu_status_t tpu_ew_binary_ex(tpu_lower_ctx_t* cx, tpu_rule_t rule, tpu_ew_fn2 f
                               int flags) {
   tpu_dtype_t t, out;
   TPU_RETURN_IF_ERROR(promote2(cx, &t));
-  if ((flags & TPU_EW_REAL) && tpu_dtype_is_complex(t)) return not_implemented(cx, t);
+  if ((flags & TPU_EW_REAL) && tpu_dtype_is_complex(t)) return tpu_not_implemented(cx->row->name, t);
   TPU_RETURN_IF_ERROR(tpu_ew_rule(cx, rule, t, &out));
   tpu_dtype_t common = rule == TPU_RULE_BOOL ? t : out;
   tpu_dtype_t compute = flags & TPU_EW_STORAGE ? common : tpu_opmath(common);
@@ -493,7 +488,7 @@ static bool pow_special(tpu_lower_ctx_t* cx, tpu_dtype_t t, double v) {
 tpu_status_t tpu_lower_pow(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t;
   TPU_RETURN_IF_ERROR(promote2(cx, &t));
-  if (t == TPU_BOOL) return not_implemented(cx, t);
+  if (t == TPU_BOOL) return tpu_not_implemented(cx->row->name, t);
   const tpu_arg_t* e = tpu_arg(cx, 1);
   bool scalar_exp = e->kind == TPU_ARG_SCALAR && e->scalar.tier == TPU_TIER_WRAPPED &&
                     tpu_arg_is_tensor(cx, 0);
@@ -922,7 +917,7 @@ tpu_status_t tpu_lower_nan_to_num(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
   tpu_val_t x = tpu_lower_tensor(cx, 0);
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
-  if (tpu_dtype_is_complex(t)) return not_implemented(cx, t);
+  if (tpu_dtype_is_complex(t)) return tpu_not_implemented(cx->row->name, t);
   if (!tpu_dtype_is_float(t)) {
     tpu_lower_out(cx, 0, x);
     return TPU_OK;
@@ -953,7 +948,7 @@ tpu_status_t tpu_lower_lerp(tpu_lower_ctx_t* cx) {
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "expected dtype %s for `weight` but got dtype %s",
                            tpu_dtype_cpp_name(t), tpu_dtype_cpp_name(tpu_arg_value_dtype(cx, 2)));
-  if (!tpu_dtype_is_float(t)) return not_implemented(cx, t);
+  if (!tpu_dtype_is_float(t)) return tpu_not_implemented(cx->row->name, t);
   tpu_graph_t* g = cx->g;
   int args[3] = {0, 1, 2};
   tpu_val_t v[3];
@@ -983,7 +978,7 @@ static tpu_status_t addc(tpu_lower_ctx_t* cx, tpu_ir_op_t op) {
         "historic addcdiv behavior can be implemented as (input + value * "
         "torch.trunc(tensor1 / tensor2)).to(input.dtype) if both inputs are integer "
         "tensors and using (input + value * tensor1 / tensor2) otherwise.");
-  if (t == TPU_BOOL) return not_implemented(cx, t);
+  if (t == TPU_BOOL) return tpu_not_implemented(cx->row->name, t);
   tpu_graph_t* g = cx->g;
   tpu_val_t v[3];
   TPU_RETURN_IF_ERROR(tpu_ew_inputs(cx, args, 3, t, tpu_opmath(t), 0, v));
@@ -1007,9 +1002,9 @@ static tpu_status_t clamp_impl(tpu_lower_ctx_t* cx, int lo_arg, int hi_arg) {
   int args[3] = {0, lo_arg, hi_arg};
   tpu_dtype_t t = tpu_lower_result_type(cx, args, 3);
   if (t == TPU_DTYPE_INVALID) return promotion_error(cx, 0, has_lo ? lo_arg : hi_arg);
-  if (tpu_dtype_is_complex(t)) return not_implemented(cx, t);
+  if (tpu_dtype_is_complex(t)) return tpu_not_implemented(cx->row->name, t);
   if (t == TPU_BOOL && !tpu_arg_is_tensor(cx, has_lo ? lo_arg : hi_arg))
-    return not_implemented(cx, t);
+    return tpu_not_implemented(cx->row->name, t);
   tpu_val_t v[3];
   TPU_RETURN_IF_ERROR(tpu_ew_inputs(cx, args, 3, t, tpu_opmath(t), 6, v));
   tpu_val_t r = v[0];

@@ -14,11 +14,6 @@
 
 #include "lower/lower.h"
 
-static tpu_status_t not_implemented(const char* what, tpu_dtype_t t) {
-  return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'", what,
-                         tpu_dtype_torch_name(t));
-}
-
 // Scalar argument i converted as c10::Scalar::to<int64_t> / to<double> do.
 static int64_t scalar_i64(const tpu_lower_ctx_t* cx, int i) {
   const tpu_arg_t* a = tpu_arg(cx, i);
@@ -82,7 +77,7 @@ static bool arange_dtype_ok(tpu_dtype_t t) {
 tpu_status_t tpu_lower_arange(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
   tpu_dtype_t t = tpu_lower_out_dtype(cx, 0, TPU_I64);
-  if (!arange_dtype_ok(t)) return not_implemented("arange_cpu", t);
+  if (!arange_dtype_ok(t)) return tpu_not_implemented("arange_cpu", t);
   bool integral = tpu_dtype_is_integral(t, false);
   double start = scalar_f64(cx, 0), end = scalar_f64(cx, 1), step = scalar_f64(cx, 2);
   if (!(step > 0 || step < 0))
@@ -186,7 +181,7 @@ tpu_status_t tpu_lower_linspace(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t = tpu_lower_out_dtype(cx, 0, tpu_default_float());
   int64_t steps = tpu_arg_int(cx, 2, 0);
   TPU_RETURN_IF_ERROR(check_steps(steps));
-  if (!space_dtype_ok(t)) return not_implemented("linspace_cpu", t);
+  if (!space_dtype_ok(t)) return tpu_not_implemented("linspace_cpu", t);
   if (steps == 0) {
     tpu_lower_out(cx, 0, empty1d(cx, t));
     return TPU_OK;
@@ -222,7 +217,7 @@ tpu_status_t tpu_lower_logspace(tpu_lower_ctx_t* cx) {
   int64_t steps = tpu_arg_int(cx, 2, 0);
   double base = tpu_arg_float(cx, 3, 10);
   TPU_RETURN_IF_ERROR(check_steps(steps));
-  if (!space_dtype_ok(t)) return not_implemented("logspace_cpu", t);
+  if (!space_dtype_ok(t)) return tpu_not_implemented("logspace_cpu", t);
   if (steps == 0) {
     tpu_lower_out(cx, 0, empty1d(cx, t));
     return TPU_OK;
@@ -300,7 +295,7 @@ static tpu_status_t tri_indices(tpu_lower_ctx_t* cx, bool lower, const char* nam
   if (col < 0)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "col must be non-negative, got%lld",
                            (long long)col);
-  if (t != TPU_I64 && t != TPU_I32) return not_implemented(name, t);
+  if (t != TPU_I64 && t != TPU_I32) return tpu_not_implemented(name, t);
   int64_t count = 0;
   for (int64_t r = 0; r < row; ++r) {
     int64_t lo = lower ? 0 : r + off, hi = lower ? r + off + 1 : col;  // [lo, hi)

@@ -22,12 +22,6 @@ static tpu_status_t invalid(const char* fmt, const char* a) {
   return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, fmt, a);
 }
 
-// "\"<kernel>\" not implemented for '<dtype>'", PyTorch's dispatch error.
-static tpu_status_t not_implemented(const char* kernel, tpu_dtype_t t) {
-  return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'",
-                         kernel, tpu_dtype_torch_name(t));
-}
-
 // A row of the op table by name (the scalar op a foreach op maps).
 static tpu_status_t table_row(const char* name, const tpu_op_row_t** out) {
   int i = tpu_op_lookup(name);
@@ -169,7 +163,7 @@ static tpu_status_t clamp_elem(tpu_lower_ctx_t* e, tpu_ir_op_t op, const char* k
   int ab[2] = {0, 1};
   tpu_dtype_t t;
   TPU_RETURN_IF_ERROR(promoted(e, ab, 2, &t));
-  if (t == TPU_BOOL && !tpu_arg_is_tensor(e, 1)) return not_implemented(kernel, t);
+  if (t == TPU_BOOL && !tpu_arg_is_tensor(e, 1)) return tpu_not_implemented(kernel, t);
   if (tpu_dtype_is_complex(t))
     return invalid("%s is not supported for complex inputs", kernel);
   tpu_val_t v[2];
@@ -205,7 +199,7 @@ static tpu_status_t pow_elem(tpu_lower_ctx_t* e) {
       return TPU_OK;
     }
   }
-  if (t == TPU_BOOL) return not_implemented("pow", t);
+  if (t == TPU_BOOL) return tpu_not_implemented("pow", t);
   tpu_dtype_t c = tpu_opmath(t);
   tpu_val_t v[2];
   TPU_RETURN_IF_ERROR(tpu_lower_broadcast_inputs(e, ab, 2, c, v));
@@ -242,7 +236,7 @@ static tpu_status_t lerp_elem(tpu_lower_ctx_t* e) {
                            "expected dtype %s for `weight` but got dtype %s", tpu_dtype_cpp_name(t),
                            tpu_dtype_cpp_name(tpu_arg_value_dtype(e, 2)));
   if (!tpu_dtype_is_float(t))  // (complex lerp is not supported on tpu)
-    return not_implemented(weight_tensor ? "lerp_kernel_tensor" : "lerp_kernel_scalar", t);
+    return tpu_not_implemented(weight_tensor ? "lerp_kernel_tensor" : "lerp_kernel_scalar", t);
   int all[3] = {0, 1, 2};
   tpu_val_t v[3];
   TPU_RETURN_IF_ERROR(tpu_lower_broadcast_inputs(e, all, 3, tpu_opmath(t), v));
@@ -276,7 +270,7 @@ static tpu_status_t addc_elem(tpu_lower_ctx_t* e, tpu_ir_op_t op) {
         "(input + value * tensor1 / tensor2) for float inputs. The future addcdiv "
         "behavior is just the latter implementation: (input + value * tensor1 / "
         "tensor2), for all dtypes.");
-  if (t == TPU_BOOL) return not_implemented(op == TPU_IR_DIV ? "addcdiv_cpu_out" : "addcmul_cpu_out", t);
+  if (t == TPU_BOOL) return tpu_not_implemented(op == TPU_IR_DIV ? "addcdiv_cpu_out" : "addcmul_cpu_out", t);
   tpu_dtype_t c = tpu_opmath(t);
   tpu_val_t v[3];
   TPU_RETURN_IF_ERROR(tpu_lower_broadcast_inputs(e, all, 3, c, v));
@@ -306,7 +300,7 @@ FLOAT_ROW(lgamma, LGAMMA);
 
 static tpu_status_t abs_elem(tpu_lower_ctx_t* e) {
   tpu_dtype_t t = tpu_arg_value_dtype(e, 0);
-  if (t == TPU_BOOL) return not_implemented("abs_cpu", t);
+  if (t == TPU_BOOL) return tpu_not_implemented("abs_cpu", t);
   if (tpu_dtype_kind(t) == TPU_KIND_UINT) {  // stablehlo.abs refuses unsigned
     tpu_lower_out(e, 0, tpu_lower_tensor(e, 0));
     return TPU_OK;
@@ -378,7 +372,7 @@ static tpu_status_t norm_dtypes(tpu_lower_ctx_t* e, const char* int_kernel,
     return tpu_status_make(TPU_CODE_UNIMPLEMENTED,
                            "%s: complex tensors are not supported on tpu", e->row->name);
   if (!tpu_dtype_is_float(in)) {
-    if (int_kernel) return not_implemented(int_kernel, TPU_I64);
+    if (int_kernel) return tpu_not_implemented(int_kernel, TPU_I64);
     return invalid("linalg.vector_norm: Expected a floating point or complex tensor "
                    "as input. Got %s", tpu_dtype_torch_name(in));
   }
@@ -460,7 +454,7 @@ static tpu_status_t max_elem(tpu_lower_ctx_t* e) {
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "_foreach_max cannot compute the maximum of an empty tensor; "
                            "max over zero elements is undefined.");
-  if (tpu_dtype_is_complex(v->dtype)) return not_implemented("max_all", v->dtype);
+  if (tpu_dtype_is_complex(v->dtype)) return tpu_not_implemented("max_all", v->dtype);
   tpu_val_t x = tpu_lower_tensor(e, 0), r;
   if (v->dtype == TPU_BOOL) {
     r = tpu_ir_reduce(g, x, tpu_ir_const_i(g, TPU_BOOL, 0, NULL, 0), all_dims, v->rank, TPU_BODY_OR);
@@ -729,7 +723,7 @@ static tpu_status_t check_fused_lists(tpu_lower_ctx_t* cx, int num_lists, int op
   }
   for (int j = 0; j < n; ++j) {
     tpu_dtype_t t = tpu_arg_tensor_at(cx, 0, j)->dtype;
-    if (!tpu_dtype_is_float(t)) return not_implemented(cx->row->name, t);
+    if (!tpu_dtype_is_float(t)) return tpu_not_implemented(cx->row->name, t);
     for (int i = 1; i < num_lists; ++i) {
       const tpu_view_t* v = tpu_arg_tensor_at(cx, i, j);
       if (!v) continue;

@@ -71,29 +71,6 @@ void tpu_ix_strides_of(const int64_t* d, int n, int64_t* st) {
   }
 }
 
-// Gathers elements of a 1-D value at i64 offsets of any shape (result: the
-// offsets' shape).
-tpu_val_t tpu_ix_gather_flat(tpu_graph_t* g, tpu_val_t x, tpu_val_t off, int off_rank) {
-  tpu_gather_dims_t dn;
-  memset(&dn, 0, sizeof dn);
-  dn.n_collapsed = 1;
-  dn.n_start_map = 1;
-  dn.index_vector_dim = off_rank;  // each offset is a scalar index
-  int64_t one = 1;
-  return tpu_ir_gather(g, x, off, &dn, &one);
-}
-
-// Scatters updates (the offsets' shape) into a 1-D value at i64 offsets.
-tpu_val_t tpu_ix_scatter_flat(tpu_graph_t* g, tpu_val_t x, tpu_val_t off, tpu_val_t upd,
-                              int off_rank, tpu_body_t body) {
-  tpu_scatter_dims_t dn;
-  memset(&dn, 0, sizeof dn);
-  dn.n_inserted = 1;
-  dn.n_to_operand = 1;
-  dn.index_vector_dim = off_rank;
-  return tpu_ir_scatter(g, x, off, upd, &dn, body);
-}
-
 // Inclusive prefix sum along the last dim of x (shape d, rank n), by
 // log2(len) shifted adds (Hillis-Steele).
 static tpu_val_t scan_last(tpu_graph_t* g, tpu_val_t x, const int64_t* d, int n,
@@ -146,7 +123,7 @@ tpu_val_t tpu_ix_compact_positions(tpu_graph_t* g, tpu_val_t m, int64_t n, int64
   slot = tpu_ir_select(g, keep, slot, trash);
   int64_t len = size + 1, start = 0;
   tpu_val_t buf = tpu_ix_splat_i64(g, -1, &len, 1);
-  buf = tpu_ix_scatter_flat(g, buf, slot, tpu_ir_iota(g, TPU_I64, &n, 1, 0), 1, TPU_BODY_REPLACE);
+  buf = tpu_scatter_flat(g, buf, slot, tpu_ir_iota(g, TPU_I64, &n, 1, 0), 1, TPU_BODY_REPLACE);
   return tpu_ir_slice(g, buf, &start, &size, NULL);
 }
 
@@ -427,8 +404,7 @@ tpu_status_t tpu_lower_index_fill(tpu_lower_ctx_t* cx) {
   }
   // Which positions along dim are hit, broadcast over the other dims.
   tpu_val_t hit = tpu_ir_const_i(g, TPU_BOOL, 0, &size, 1);
-  hit =
-      tpu_ix_scatter_flat(g, hit, idx, tpu_ir_const_i(g, TPU_BOOL, 1, &m, 1), 1, TPU_BODY_REPLACE);
+  hit = tpu_scatter_flat(g, hit, idx, tpu_ir_const_i(g, TPU_BOOL, 1, &m, 1), 1, TPU_BODY_REPLACE);
   int64_t bd = dim;
   hit = tpu_ir_broadcast(g, hit, d, n, &bd);
   tpu_val_t v = tpu_ir_broadcast(g, tpu_lower_input(cx, 3, t), d, n, NULL);
@@ -499,7 +475,7 @@ tpu_status_t tpu_lower_gather(tpu_lower_ctx_t* cx) {
   }
   tpu_val_t off = along_offsets(g, idx, id, xd, n, (int)dim);
   tpu_val_t x = tpu_ix_flat(g, tpu_lower_tensor(cx, 0), xd, n);
-  tpu_lower_out(cx, 0, tpu_ir_reshape(g, tpu_ix_gather_flat(g, x, off, n), out, ri));
+  tpu_lower_out(cx, 0, tpu_ir_reshape(g, tpu_gather_flat(g, x, off, n), out, ri));
   return TPU_OK;
 }
 
@@ -568,7 +544,7 @@ static tpu_val_t scatter_into_self(tpu_lower_ctx_t* cx, tpu_val_t off, tpu_val_t
   int r0 = tpu_arg_rank(cx, 0);
   const int64_t* xd = tpu_arg_sizes(cx, 0);
   tpu_val_t x = tpu_ix_flat(g, tpu_lower_tensor(cx, 0), xd, r0);
-  x = tpu_ix_scatter_flat(g, x, off, upd, n, body);
+  x = tpu_scatter_flat(g, x, off, upd, n, body);
   return tpu_ir_reshape(g, x, xd, r0);
 }
 
@@ -687,16 +663,15 @@ tpu_status_t tpu_lower_scatter_reduce(tpu_lower_ctx_t* cx) {
   if (!include_self) {
     // Positions that receive an update start from the identity.
     tpu_val_t hit = tpu_ir_const_i(g, TPU_BOOL, 0, &len, 1);
-    hit = tpu_ix_scatter_flat(g, hit, off, tpu_ir_const_i(g, TPU_BOOL, 1, id, n), n,
-                              TPU_BODY_REPLACE);
+    hit = tpu_scatter_flat(g, hit, off, tpu_ir_const_i(g, TPU_BOOL, 1, id, n), n, TPU_BODY_REPLACE);
     x = tpu_ir_select(g, hit, reduce_identity(g, body, t, &len, 1), x);
   }
-  x = tpu_ix_scatter_flat(g, x, off, upd, n, body);
+  x = tpu_scatter_flat(g, x, off, upd, n, body);
   if (mean) {
     // PyTorch counts in self's dtype, with self counted once when included,
     // and divides (floor division for integers) where the count is not 0.
     tpu_val_t count = tpu_ir_const(g, t, include_self ? 1 : 0, &len, 1);
-    count = tpu_ix_scatter_flat(g, count, off, tpu_ir_const(g, t, 1, id, n), n, TPU_BODY_ADD);
+    count = tpu_scatter_flat(g, count, off, tpu_ir_const(g, t, 1, id, n), n, TPU_BODY_ADD);
     x = divide_mean(g, x, count, t);
   }
   tpu_lower_out(cx, 0, tpu_ir_reshape(g, x, xd, r0));
@@ -773,7 +748,7 @@ tpu_status_t tpu_lower_take(tpu_lower_ctx_t* cx) {
     return TPU_OK;
   }
   tpu_val_t x = tpu_ix_flat(g, tpu_lower_tensor(cx, 0), tpu_arg_sizes(cx, 0), r0);
-  tpu_lower_out(cx, 0, tpu_ix_gather_flat(g, x, idx, ri));
+  tpu_lower_out(cx, 0, tpu_gather_flat(g, x, idx, ri));
   return TPU_OK;
 }
 
@@ -812,8 +787,8 @@ tpu_status_t tpu_lower_put(tpu_lower_ctx_t* cx) {
   }
   tpu_val_t src = tpu_ir_reshape(g, tpu_lower_tensor(cx, 2), &m, 1);
   bool acc = tpu_arg_bool(cx, 3, false);
-  x = tpu_ix_scatter_flat(g, tpu_ix_flat(g, x, xd, r0), idx, src, 1,
-                          acc ? TPU_BODY_ADD : TPU_BODY_REPLACE);
+  x = tpu_scatter_flat(g, tpu_ix_flat(g, x, xd, r0), idx, src, 1,
+                       acc ? TPU_BODY_ADD : TPU_BODY_REPLACE);
   tpu_lower_out(cx, 0, tpu_ir_reshape(g, x, xd, r0));
   return TPU_OK;
 }
@@ -853,9 +828,9 @@ tpu_status_t tpu_lower_embedding_dense_backward(tpu_lower_ctx_t* cx) {
   }
   if (tpu_arg_bool(cx, 4, false)) {
     // Each row's gradient is divided by how often its index occurs.
-    tpu_val_t counts = tpu_ix_scatter_flat(g, tpu_ix_zeros(g, acc, &nw, 1), idx,
-                                           tpu_ir_const(g, acc, 1, &m, 1), 1, TPU_BODY_ADD);
-    tpu_val_t freq = tpu_ix_gather_flat(g, counts, idx, 1);
+    tpu_val_t counts = tpu_scatter_flat(g, tpu_ix_zeros(g, acc, &nw, 1), idx,
+                                        tpu_ir_const(g, acc, 1, &m, 1), 1, TPU_BODY_ADD);
+    tpu_val_t freq = tpu_gather_flat(g, counts, idx, 1);
     grad = tpu_ir_binary(g, TPU_IR_DIV, grad, tpu_ir_broadcast(g, freq, rows, 2, &zero_bd));
   }
   tpu_val_t w = tpu_scatter_along(g, tpu_ix_zeros(g, acc, out, 2), 2, 0, idx, grad, TPU_BODY_ADD);

@@ -23,8 +23,7 @@ typedef struct mat_shape {
 static tpu_status_t check_float(tpu_lower_ctx_t* cx, int arg, const char* kernel) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, arg);
   if (t == TPU_F32 || t == TPU_F64 || t == TPU_C64 || t == TPU_C128) return TPU_OK;
-  return TPU_LOWER_ERROR(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'", kernel,
-                         tpu_dtype_torch_name(t));
+  return tpu_not_implemented(kernel, t);
 }
 
 // Argument `arg` must be a batch of square matrices (PyTorch's wording).

@@ -9,11 +9,6 @@
 
 enum { RED_NONE = 0, RED_MEAN = 1, RED_SUM = 2 };
 
-static tpu_status_t not_implemented(const char* kernel, tpu_dtype_t t) {
-  return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'",
-                         kernel, tpu_dtype_torch_name(t));
-}
-
 static int64_t numel_of(tpu_graph_t* g, tpu_val_t v) {
   const tpu_type_t* t = tpu_ir_type(g, v);
   return t ? tpu_type_numel(t) : 0;
@@ -128,7 +123,7 @@ static tpu_status_t nll_check_dtypes(tpu_lower_ctx_t* cx, int self_arg, int targ
                                   "expected target dtype to be Long or Byte, but got %s",
                                   tpu_dtype_torch_name(tt));
   if (!tpu_dtype_is_float(st))
-    return not_implemented(is2d ? "nll_loss2d_out_frame" : "nll_loss_out_frame", st);
+    return tpu_not_implemented(is2d ? "nll_loss2d_out_frame" : "nll_loss_out_frame", st);
   if (tpu_arg_present(cx, weight_arg) && tpu_arg_value_dtype(cx, weight_arg) != st)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "expected scalar type %s but found %s",
                            tpu_dtype_torch_name(st),
@@ -336,7 +331,7 @@ static tpu_status_t float_pair(tpu_lower_ctx_t* cx, int a, int b, const char* ke
   int ab[2] = {a, b};
   *t = tpu_lower_result_type(cx, ab, 2);
   if (*t == TPU_DTYPE_INVALID || !tpu_dtype_is_float(*t))
-    return not_implemented(kernel, *t == TPU_DTYPE_INVALID ? tpu_arg_value_dtype(cx, a) : *t);
+    return tpu_not_implemented(kernel, *t == TPU_DTYPE_INVALID ? tpu_arg_value_dtype(cx, a) : *t);
   return TPU_OK;
 }
 
@@ -393,7 +388,7 @@ static tpu_status_t ew_loss_backward(tpu_lower_ctx_t* cx, ew_kind_t kind) {
   if (!tpu_dtype_is_float(t) || !tpu_dtype_is_float(compute)) {
     static const char* const kernels[] = {"mse_backward_cpu", "smooth_l1_backward_cpu",
                                           "huber_backward_cpu"};
-    return not_implemented(kernels[kind], t);
+    return tpu_not_implemented(kernels[kind], t);
   }
   int64_t reduction = tpu_arg_int(cx, 3, RED_MEAN);
   double norm = grad_norm(cx, 1, reduction);
@@ -447,7 +442,7 @@ static tpu_status_t same_dtype(tpu_lower_ctx_t* cx, int arg, tpu_dtype_t t) {
 // clamped at -100, inputs and targets checked to lie in [0, 1] on the device.
 tpu_status_t tpu_lower_binary_cross_entropy(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
-  if (!tpu_dtype_is_float(t)) return not_implemented("binary_cross_entropy", t);
+  if (!tpu_dtype_is_float(t)) return tpu_not_implemented("binary_cross_entropy", t);
   TPU_RETURN_IF_ERROR(same_dtype(cx, 1, t));
   TPU_RETURN_IF_ERROR(same_dtype(cx, 2, t));
   tpu_dtype_t compute = tpu_opmath(t);
@@ -476,7 +471,7 @@ tpu_status_t tpu_lower_binary_cross_entropy(tpu_lower_ctx_t* cx) {
 // reduction=Mean): grad * (x - y) / max((1 - x) x, 1e-12) [* weight] [/ n].
 tpu_status_t tpu_lower_binary_cross_entropy_backward(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 1);
-  if (!tpu_dtype_is_float(t)) return not_implemented("binary_cross_entropy_backward", t);
+  if (!tpu_dtype_is_float(t)) return tpu_not_implemented("binary_cross_entropy_backward", t);
   TPU_RETURN_IF_ERROR(same_dtype(cx, 2, t));
   TPU_RETURN_IF_ERROR(same_dtype(cx, 3, t));
   tpu_dtype_t compute = tpu_opmath(t);
@@ -501,7 +496,7 @@ tpu_status_t tpu_lower_binary_cross_entropy_backward(tpu_lower_ctx_t* cx) {
 // target's dtype (PyTorch builds it in place on 1 - target).
 tpu_status_t tpu_lower_bce_with_logits(tpu_lower_ctx_t* cx) {
   tpu_dtype_t in = tpu_arg_value_dtype(cx, 0), out = tpu_arg_value_dtype(cx, 1);
-  if (!tpu_dtype_is_float(in)) return not_implemented("log_sigmoid_cpu", in);
+  if (!tpu_dtype_is_float(in)) return tpu_not_implemented("log_sigmoid_cpu", in);
   int args[4] = {0, 1, 2, 3};
   tpu_dtype_t common = tpu_lower_result_type(cx, args, 4);
   if (common == TPU_DTYPE_INVALID || !tpu_dtype_can_cast(common, out))

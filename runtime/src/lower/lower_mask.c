@@ -72,7 +72,7 @@ tpu_status_t tpu_lower_masked_scatter(tpu_lower_ctx_t* cx) {
                      tpu_ir_const(g, ct, (double)(ns - 1), NULL, 0));
     tpu_val_t src =
         tpu_ix_flat(g, tpu_lower_tensor(cx, 2), tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
-    v = tpu_ix_gather_flat(g, src, tpu_ir_convert(g, r, TPU_I64), 1);
+    v = tpu_gather_flat(g, src, tpu_ir_convert(g, r, TPU_I64), 1);
   }
   tpu_val_t r = tpu_ir_select(g, mf, v, tpu_ix_flat(g, x, d, n));
   tpu_lower_out(cx, 0, tpu_ir_reshape(g, r, d, n));
@@ -187,8 +187,7 @@ tpu_status_t tpu_lower_unique_static(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
   if (tpu_dtype_is_complex(t))
-    return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"unique\" not implemented for '%s'",
-                           tpu_dtype_torch_name(t));
+    return tpu_not_implemented("unique", t);
   int rank = tpu_arg_rank(cx, 0);
   const int64_t* d = tpu_arg_sizes(cx, 0);
   int64_t n = tpu_numel(d, rank), size = tpu_arg_int(cx, 2, 0);
@@ -200,11 +199,11 @@ tpu_status_t tpu_lower_unique_static(tpu_lower_ctx_t* cx) {
   }
   unique_groups_t u = unique_groups(cx, n, tpu_arg_bool(cx, 1, false));
   tpu_val_t values =
-      tpu_ix_scatter_flat(g, tpu_ix_zeros(g, t, &size, 1), u.group, u.values, 1, TPU_BODY_REPLACE);
-  tpu_val_t counts = tpu_ix_scatter_flat(g, tpu_ix_zeros(g, TPU_I64, &size, 1), u.group,
-                                         tpu_ix_splat_i64(g, 1, &n, 1), 1, TPU_BODY_ADD);
-  tpu_val_t inverse = tpu_ix_scatter_flat(g, tpu_ix_zeros(g, TPU_I64, &n, 1), u.positions, u.group,
-                                          1, TPU_BODY_REPLACE);
+      tpu_scatter_flat(g, tpu_ix_zeros(g, t, &size, 1), u.group, u.values, 1, TPU_BODY_REPLACE);
+  tpu_val_t counts = tpu_scatter_flat(g, tpu_ix_zeros(g, TPU_I64, &size, 1), u.group,
+                                      tpu_ix_splat_i64(g, 1, &n, 1), 1, TPU_BODY_ADD);
+  tpu_val_t inverse = tpu_scatter_flat(g, tpu_ix_zeros(g, TPU_I64, &n, 1), u.positions, u.group, 1,
+                                       TPU_BODY_REPLACE);
   tpu_lower_out(cx, 0, values);
   tpu_lower_out(cx, 1, tpu_ir_reshape(g, inverse, d, rank));
   tpu_lower_out(cx, 2, counts);
@@ -235,6 +234,6 @@ tpu_status_t tpu_lower_masked_select_static(tpu_lower_ctx_t* cx) {
   tpu_val_t pos = tpu_ix_compact_positions(g, m, len, size);
   // Rows past the real count (none when size is the count) read element 0.
   pos = tpu_ir_binary(g, TPU_IR_MAX, pos, tpu_ix_splat_i64(g, 0, &size, 1));
-  tpu_lower_out(cx, 0, tpu_ix_gather_flat(g, x, pos, 1));
+  tpu_lower_out(cx, 0, tpu_gather_flat(g, x, pos, 1));
   return TPU_OK;
 }

@@ -30,12 +30,6 @@ static tpu_val_t or2(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
   return tpu_ir_binary(cx->g, TPU_IR_OR, a, b);
 }
 
-// CPU's "<kernel>" not implemented for '<dtype>' (NotImplementedError).
-static tpu_status_t not_implemented(const char* kernel, tpu_dtype_t t) {
-  return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'", kernel,
-                         tpu_dtype_torch_name(t));
-}
-
 // The promoted dtype of arguments a and b.
 static tpu_status_t promote(tpu_lower_ctx_t* cx, int a, int b, tpu_dtype_t* t) {
   int ab[2] = {a, b};
@@ -160,7 +154,7 @@ static tpu_status_t logaddexp_impl(tpu_lower_ctx_t* cx, bool base2) {
   tpu_dtype_t t;
   TPU_RETURN_IF_ERROR(promote(cx, 0, 1, &t));
   if (!tpu_dtype_is_float(t) && (base2 || !tpu_dtype_is_complex(t)))
-    return not_implemented(base2 ? "logaddexp2_cpu" : "logaddexp_cpu", t);
+    return tpu_not_implemented(base2 ? "logaddexp2_cpu" : "logaddexp_cpu", t);
   return tpu_ew_binary(cx, TPU_RULE_SAME, base2 ? logaddexp2_fn : logaddexp_fn);
 }
 tpu_status_t tpu_lower_logaddexp(tpu_lower_ctx_t* cx) { return logaddexp_impl(cx, false); }
@@ -201,7 +195,7 @@ static tpu_val_t nextafter_fn(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
 tpu_status_t tpu_lower_nextafter(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t;
   TPU_RETURN_IF_ERROR(promote(cx, 0, 1, &t));
-  if (!tpu_dtype_is_float(t)) return not_implemented("nextafter_cpu", t);
+  if (!tpu_dtype_is_float(t)) return tpu_not_implemented("nextafter_cpu", t);
   return tpu_ew_binary_ex(cx, TPU_RULE_SAME, nextafter_fn, TPU_EW_STORAGE);
 }
 
@@ -271,7 +265,7 @@ static tpu_val_t xlog1py_fn(tpu_lower_ctx_t* cx, tpu_val_t x, tpu_val_t y) {
 tpu_status_t tpu_lower_xlog1py(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t;
   TPU_RETURN_IF_ERROR(promote(cx, 0, 1, &t));
-  if (tpu_dtype_is_complex(t)) return not_implemented("xlog1py_cpu", t);
+  if (tpu_dtype_is_complex(t)) return tpu_not_implemented("xlog1py_cpu", t);
   return tpu_ew_binary_ex(cx, TPU_RULE_FLOAT, xlog1py_fn, TPU_EW_STORAGE);
 }
 
@@ -280,7 +274,7 @@ tpu_status_t tpu_lower_xlog1py(tpu_lower_ctx_t* cx) {
 // The float dtype of arg i, or CPU's refusal.
 static tpu_status_t float_arg(tpu_lower_ctx_t* cx, int i, const char* kernel, tpu_dtype_t* t) {
   *t = tpu_arg_value_dtype(cx, i);
-  if (!tpu_dtype_is_float(*t)) return not_implemented(kernel, *t);
+  if (!tpu_dtype_is_float(*t)) return tpu_not_implemented(kernel, *t);
   return TPU_OK;
 }
 
@@ -317,7 +311,7 @@ tpu_status_t tpu_lower_hardshrink(tpu_lower_ctx_t* cx) {
 tpu_status_t tpu_lower_shrink_backward(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t;
   TPU_RETURN_IF_ERROR(promote(cx, 0, 1, &t));
-  if (!tpu_dtype_is_float(t)) return not_implemented("shrink_backward_cpu", t);
+  if (!tpu_dtype_is_float(t)) return tpu_not_implemented("shrink_backward_cpu", t);
   int args[2] = {0, 1};
   tpu_val_t v[2];
   TPU_RETURN_IF_ERROR(tpu_ew_inputs(cx, args, 2, t, tpu_opmath(t), 0, v));
@@ -371,7 +365,7 @@ static tpu_status_t prelu_dtypes(tpu_lower_ctx_t* cx, int first, int n, tpu_dtyp
       return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "Found dtype %s but expected %s",
                              tpu_dtype_torch_name(tpu_arg_value_dtype(cx, i)),
                              tpu_dtype_torch_name(*t));
-  if (!tpu_dtype_is_float(*t)) return not_implemented("prelu_cpu", *t);
+  if (!tpu_dtype_is_float(*t)) return tpu_not_implemented("prelu_cpu", *t);
   return TPU_OK;
 }
 
@@ -462,7 +456,7 @@ tpu_status_t tpu_lower_linalg_cross(tpu_lower_ctx_t* cx) {
   if (o != t)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "expected scalar type %s but found %s",
                            tpu_dtype_torch_name(t), tpu_dtype_torch_name(o));
-  if (t == TPU_BOOL) return not_implemented("cross", t);
+  if (t == TPU_BOOL) return tpu_not_implemented("cross", t);
   int args[2] = {0, 1};
   tpu_val_t v[2];
   TPU_RETURN_IF_ERROR(tpu_lower_broadcast_inputs(cx, args, 2, t, v));
@@ -546,7 +540,7 @@ static tpu_val_t shift(tpu_lower_ctx_t* cx, tpu_val_t x, int dim, int64_t k, tpu
 // step scan; the first 2^k entries of step k keep their own pair.
 static tpu_status_t cum_extreme(tpu_lower_ctx_t* cx, bool is_max) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
-  if (tpu_dtype_is_complex(t)) return not_implemented(is_max ? "cummax_cpu" : "cummin_cpu", t);
+  if (tpu_dtype_is_complex(t)) return tpu_not_implemented(is_max ? "cummax_cpu" : "cummin_cpu", t);
   int rank = tpu_arg_rank(cx, 0);
   int64_t dim;
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 3, 0), rank, &dim));
@@ -729,7 +723,7 @@ static tpu_val_t bessel_abs(tpu_lower_ctx_t* cx, tpu_val_t ax, int nu, bool scal
 // float, as on CPU.
 static tpu_status_t bessel(tpu_lower_ctx_t* cx, int nu, bool scaled, const char* kernel) {
   tpu_dtype_t in = tpu_arg_value_dtype(cx, 0);
-  if (tpu_dtype_is_complex(in)) return not_implemented(kernel, in);
+  if (tpu_dtype_is_complex(in)) return tpu_not_implemented(kernel, in);
   tpu_dtype_t t = tpu_to_float(in);
   tpu_graph_t* g = cx->g;
   tpu_val_t x = tpu_lower_input(cx, 0, TPU_F64);
@@ -790,7 +784,7 @@ tpu_status_t tpu_lower_rrelu_with_noise(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
   bool training = tpu_arg_bool(cx, 4, false);
   if (!tpu_dtype_is_float(t))
-    return not_implemented(training ? "rrelu_with_noise_out_cpu" : "leaky_relu_cpu", t);
+    return tpu_not_implemented(training ? "rrelu_with_noise_out_cpu" : "leaky_relu_cpu", t);
   int rank = tpu_arg_rank(cx, 0), nrank = tpu_arg_rank(cx, 1);
   const int64_t* xs = tpu_arg_sizes(cx, 0);
   const int64_t* ns = tpu_arg_sizes(cx, 1);

@@ -83,8 +83,7 @@ static tpu_val_t md_pick(tpu_graph_t* g, tpu_val_t x, tpu_val_t pos, int64_t row
 static tpu_status_t md_check(tpu_lower_ctx_t* cx, const char* kernel, bool allow_bool) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
   if ((t == TPU_BOOL && !allow_bool) || tpu_dtype_is_complex(t))
-    return TPU_LOWER_ERROR(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'", kernel,
-                           tpu_dtype_torch_name(t));
+    return tpu_not_implemented(kernel, t);
   return TPU_OK;
 }
 

@@ -35,8 +35,7 @@ static tpu_dtype_t stat_dtype(const tpu_lower_ctx_t* cx, int x, const int* param
 static tpu_status_t check_float(const tpu_lower_ctx_t* cx, int x, const char* kernel) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, x);
   if (tpu_dtype_is_float(t)) return TPU_OK;
-  return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'", kernel,
-                         tpu_dtype_torch_name(t));
+  return tpu_not_implemented(kernel, t);
 }
 
 static tpu_val_t sum_dims(tpu_graph_t* g, tpu_val_t x, const int64_t* dims, int n) {

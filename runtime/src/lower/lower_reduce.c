@@ -145,11 +145,6 @@ static tpu_val_t magnitude_sq(tpu_graph_t* g, tpu_val_t x) {
                        tpu_ir_binary(g, TPU_IR_MUL, im, im));
 }
 
-static tpu_status_t not_implemented(const char* kernel, tpu_dtype_t t) {
-  return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'",
-                         kernel, tpu_dtype_torch_name(t));
-}
-
 //===--- sum, nansum, prod, mean ---===//
 
 typedef enum { ACC_SUM, ACC_NANSUM, ACC_PROD, ACC_MEAN } acc_kind_t;
@@ -253,7 +248,7 @@ static tpu_status_t check_nonempty(tpu_lower_ctx_t* cx, const char* name, bool d
 static tpu_status_t amax_amin(tpu_lower_ctx_t* cx, bool is_max) {
   const char* name = is_max ? "amax" : "amin";
   tpu_dtype_t in = tpu_arg_value_dtype(cx, 0);
-  if (tpu_dtype_is_complex(in)) return not_implemented(is_max ? "max_values_cpu" : "min_values_cpu", in);
+  if (tpu_dtype_is_complex(in)) return tpu_not_implemented(is_max ? "max_values_cpu" : "min_values_cpu", in);
   int rank = tpu_arg_rank(cx, 0);
   int64_t dims[TPU_MAX_RANK];
   int n;
@@ -273,7 +268,7 @@ tpu_status_t tpu_lower_amin(tpu_lower_ctx_t* cx) { return amax_amin(cx, false); 
 // max / min(self): the whole tensor.
 static tpu_status_t max_min_all(tpu_lower_ctx_t* cx, bool is_max) {
   tpu_dtype_t in = tpu_arg_value_dtype(cx, 0);
-  if (tpu_dtype_is_complex(in)) return not_implemented(is_max ? "max_all" : "min_all", in);
+  if (tpu_dtype_is_complex(in)) return tpu_not_implemented(is_max ? "max_all" : "min_all", in);
   TPU_RETURN_IF_ERROR(check_nonempty(cx, is_max ? "max" : "min", false, NULL, 0));
   int rank = tpu_arg_rank(cx, 0);
   int64_t dims[TPU_MAX_RANK];
@@ -288,7 +283,7 @@ tpu_status_t tpu_lower_min_all(tpu_lower_ctx_t* cx) { return max_min_all(cx, fal
 // aminmax(self, *, dim=None, keepdim=False) -> (min, max)
 tpu_status_t tpu_lower_aminmax(tpu_lower_ctx_t* cx) {
   tpu_dtype_t in = tpu_arg_value_dtype(cx, 0);
-  if (tpu_dtype_is_complex(in)) return not_implemented("aminmax_cpu", in);
+  if (tpu_dtype_is_complex(in)) return tpu_not_implemented("aminmax_cpu", in);
   int rank = tpu_arg_rank(cx, 0);
   const int64_t* sizes = tpu_arg_sizes(cx, 0);
   int64_t dims[TPU_MAX_RANK];
@@ -339,7 +334,7 @@ static tpu_val_t arg_reduce(tpu_lower_ctx_t* cx, tpu_val_t x, int64_t dim, bool 
 static tpu_status_t max_min_dim(tpu_lower_ctx_t* cx, bool is_max) {
   const char* name = is_max ? "max" : "min";
   tpu_dtype_t in = tpu_arg_value_dtype(cx, 0);
-  if (tpu_dtype_is_complex(in)) return not_implemented(is_max ? "max_cpu" : "min_cpu", in);
+  if (tpu_dtype_is_complex(in)) return tpu_not_implemented(is_max ? "max_cpu" : "min_cpu", in);
   int rank = tpu_arg_rank(cx, 0);
   const int64_t* sizes = tpu_arg_sizes(cx, 0);
   int64_t dim;
@@ -373,7 +368,7 @@ static tpu_status_t argmax_argmin(tpu_lower_ctx_t* cx, bool is_max) {
   tpu_dtype_t in = tpu_arg_value_dtype(cx, 0);
   if (in == TPU_BOOL)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "%s(): does not support bool input", name);
-  if (tpu_dtype_is_complex(in)) return not_implemented(is_max ? "argmax_cpu" : "argmin_cpu", in);
+  if (tpu_dtype_is_complex(in)) return tpu_not_implemented(is_max ? "argmax_cpu" : "argmin_cpu", in);
   int rank = tpu_arg_rank(cx, 0);
   const int64_t* sizes = tpu_arg_sizes(cx, 0);
   bool keep = tpu_arg_bool(cx, 2, false);
@@ -656,7 +651,7 @@ tpu_status_t tpu_lower_count_nonzero(tpu_lower_ctx_t* cx) {
 static tpu_status_t softmax(tpu_lower_ctx_t* cx, bool is_log) {
   tpu_dtype_t in = tpu_arg_value_dtype(cx, 0);
   if (!tpu_dtype_is_float(in))
-    return not_implemented(is_log ? "log_softmax_lastdim_kernel_impl"
+    return tpu_not_implemented(is_log ? "log_softmax_lastdim_kernel_impl"
                                   : "softmax_lastdim_kernel_impl", in);
   tpu_dtype_t out = in;
   if (tpu_arg_bool(cx, 2, false)) {
@@ -690,7 +685,7 @@ static tpu_status_t softmax_backward(tpu_lower_ctx_t* cx, bool is_log) {
   tpu_dtype_t gt = tpu_arg_value_dtype(cx, 0);
   tpu_dtype_t out = tpu_arg_dtype(cx, 3, gt);
   if (!tpu_dtype_is_float(gt))
-    return not_implemented(is_log ? "log_softmax_backward_lastdim_kernel_impl"
+    return tpu_not_implemented(is_log ? "log_softmax_backward_lastdim_kernel_impl"
                                   : "softmax_backward_lastdim_kernel_impl", gt);
   if (gt != out && !(gt == TPU_F32 && (out == TPU_F16 || out == TPU_BF16)))
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,

@@ -165,11 +165,6 @@ static tpu_val_t finish_draw(tpu_lower_ctx_t* cx, const tpu_view_t* self, tpu_va
 
 //===--- uniform_ ---===//
 
-static tpu_status_t not_implemented(const char* what, tpu_dtype_t t) {
-  return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'", what,
-                         tpu_dtype_torch_name(t));
-}
-
 static double dtype_max(tpu_dtype_t t) {
   switch (t) {
     case TPU_F16: return 65504.0;
@@ -184,7 +179,7 @@ tpu_status_t tpu_lower_uniform(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
   const tpu_view_t* self = self_view(cx);
   tpu_dtype_t real = real_of(self->dtype);
-  if (!tpu_dtype_is_float(real)) return not_implemented("check_uniform_bounds", self->dtype);
+  if (!tpu_dtype_is_float(real)) return tpu_not_implemented("check_uniform_bounds", self->dtype);
   double from = tpu_arg_float(cx, 1, 0), to = tpu_arg_float(cx, 2, 1);
   if (!(from <= to))
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
@@ -234,7 +229,7 @@ static tpu_val_t std_normals(tpu_lower_ctx_t* cx, tpu_dtype_t dtype,
 
 static tpu_status_t check_normal_dtype(tpu_dtype_t t) {
   if (!tpu_dtype_is_float(t) && !tpu_dtype_is_complex(t))
-    return not_implemented("normal_kernel_cpu", t);
+    return tpu_not_implemented("normal_kernel_cpu", t);
   return TPU_OK;
 }
 
@@ -316,7 +311,7 @@ tpu_status_t tpu_lower_normal(tpu_lower_ctx_t* cx) {
 // log_normal_(self, float mean=1, float std=2, *, Generator? generator)
 tpu_status_t tpu_lower_log_normal(tpu_lower_ctx_t* cx) {
   const tpu_view_t* self = self_view(cx);
-  if (!tpu_dtype_is_float(self->dtype)) return not_implemented("log_normal_cpu", self->dtype);
+  if (!tpu_dtype_is_float(self->dtype)) return tpu_not_implemented("log_normal_cpu", self->dtype);
   double mean = tpu_arg_float(cx, 1, 1), std = tpu_arg_float(cx, 2, 2);
   if (!(std > 0.0))
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
@@ -412,7 +407,7 @@ tpu_status_t tpu_lower_geometric(tpu_lower_ctx_t* cx) {
   const tpu_view_t* self = self_view(cx);
   tpu_dtype_t t = self->dtype;
   if (t == TPU_BOOL || tpu_dtype_is_complex(t) || t == TPU_U16 || t == TPU_U32 || t == TPU_U64)
-    return not_implemented("geometric_cpu", t);
+    return tpu_not_implemented("geometric_cpu", t);
   double p = tpu_arg_float(cx, 1, 0);
   if (!(p > 0 && p < 1))
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
@@ -451,7 +446,7 @@ tpu_status_t tpu_lower_bernoulli_float(tpu_lower_ctx_t* cx) {
   const tpu_view_t* self = self_view(cx);
   tpu_dtype_t t = self->dtype;
   if (tpu_dtype_is_complex(t) || t == TPU_U16 || t == TPU_U32 || t == TPU_U64)
-    return not_implemented("bernoulli_scalar_cpu_", t);
+    return tpu_not_implemented("bernoulli_scalar_cpu_", t);
   double p = tpu_arg_float(cx, 1, 0.5);
   TPU_RETURN_IF_ERROR(check_bernoulli_p(p));
   tpu_val_t pv = tpu_lower_number(cx, p, TPU_F64);
@@ -466,7 +461,7 @@ static tpu_status_t bernoulli_tensor(tpu_lower_ctx_t* cx, int pi, const int64_t*
                                      tpu_dtype_t out) {
   tpu_graph_t* g = cx->g;
   tpu_dtype_t pt = tpu_arg_value_dtype(cx, pi);
-  if (!tpu_dtype_is_float(pt)) return not_implemented("bernoulli_tensor_cpu_p_", pt);
+  if (!tpu_dtype_is_float(pt)) return tpu_not_implemented("bernoulli_tensor_cpu_p_", pt);
   int pr = tpu_arg_rank(cx, pi);
   const int64_t* ps = tpu_arg_sizes(cx, pi);
   bool ok = pr <= rank;
@@ -515,7 +510,7 @@ tpu_status_t tpu_lower_bernoulli_tensor(tpu_lower_ctx_t* cx) {
   const tpu_view_t* self = self_view(cx);
   tpu_dtype_t t = self->dtype;
   if (tpu_dtype_is_complex(t) || t == TPU_U16 || t == TPU_U32 || t == TPU_U64)
-    return not_implemented("bernoulli_tensor_cpu_self_", t);
+    return tpu_not_implemented("bernoulli_tensor_cpu_self_", t);
   return bernoulli_tensor(cx, 1, self->sizes, self->rank, t);
 }
 
@@ -540,7 +535,7 @@ tpu_status_t tpu_lower_native_dropout(tpu_lower_ctx_t* cx) {
     tpu_lower_out(cx, 1, tpu_ir_const(g, TPU_BOOL, 1, x->sizes, x->rank));
     return TPU_OK;
   }
-  if (tpu_dtype_is_complex(t)) return not_implemented("bernoulli_scalar_cpu_", t);
+  if (tpu_dtype_is_complex(t)) return tpu_not_implemented("bernoulli_scalar_cpu_", t);
   double keep = 1.0 - p;
   TPU_RETURN_IF_ERROR(check_bernoulli_p(keep));
   if (!tpu_dtype_is_float(t))
@@ -764,7 +759,7 @@ tpu_status_t tpu_lower_random_to(tpu_lower_ctx_t* cx) {
 // for integers.
 tpu_status_t tpu_lower_random(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t = self_view(cx)->dtype;
-  if (!random_dtype_ok(t)) return not_implemented("random_kernel_cpu", t);
+  if (!random_dtype_ok(t)) return tpu_not_implemented("random_kernel_cpu", t);
   uint64_t range;
   if (tpu_dtype_is_float(t)) {
     range = ((uint64_t)1 << float_digits(t)) + 1;
@@ -788,7 +783,7 @@ tpu_status_t tpu_lower_randperm(tpu_lower_ctx_t* cx) {
   if (n < 0)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "n must be non-negative, got%lld",
                            (long long)n);
-  if (t == TPU_BOOL || tpu_dtype_is_complex(t)) return not_implemented("randperm", t);
+  if (t == TPU_BOOL || tpu_dtype_is_complex(t)) return tpu_not_implemented("randperm", t);
   if (tpu_dtype_is_float(t)) {
     int64_t most = ((int64_t)1 << float_digits(t)) + 1;
     if (n > most)

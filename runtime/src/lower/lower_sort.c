@@ -25,8 +25,7 @@ static void sort_pairs(tpu_lower_ctx_t* cx, tpu_val_t x, const int64_t* d, int n
 static tpu_status_t check_sortable(tpu_lower_ctx_t* cx, const char* op) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
   if (tpu_dtype_is_complex(t))
-    return TPU_LOWER_ERROR(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'", op,
-                           tpu_dtype_torch_name(t));
+    return tpu_not_implemented(op, t);
   return TPU_OK;
 }
 
@@ -285,8 +284,7 @@ tpu_status_t tpu_lower_histc(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
   if (!tpu_dtype_is_float(t) || tpu_dtype_is_complex(t))
-    return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"histogram_cpu\" not implemented for '%s'",
-                           tpu_dtype_torch_name(t));
+    return tpu_not_implemented("histogram_cpu", t);
   int64_t bins = tpu_arg_int(cx, 1, 100);
   if (bins <= 0)
     return tpu_invalid("torch.histogram(): bins must be > 0, but got %lld for dimension 0",

@@ -189,8 +189,7 @@ tpu_status_t tpu_lower_polygamma(tpu_lower_ctx_t* cx) {
   if (n < 0) return tpu_invalid("polygamma(n, x) does not support negative n.");
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 1);
   if (tpu_dtype_is_complex(t))
-    return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'",
-                           n < 2 ? names[n] : "polygamma", tpu_dtype_torch_name(t));
+    return tpu_not_implemented(n < 2 ? names[n] : "polygamma", t);
   tpu_dtype_t out = tpu_to_float(t), acc = tpu_opmath(out);
   tpu_graph_t* g = cx->g;
   tpu_val_t x = tpu_lower_input(cx, 1, acc);

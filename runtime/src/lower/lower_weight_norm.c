@@ -20,8 +20,7 @@ static tpu_status_t check(tpu_lower_ctx_t* cx, int iv, int ig, int idim, const c
                            "dim == 0 || dim == %s.dim() - 1 INTERNAL ASSERT FAILED: fused "
                            "kernels can only be applied for first or last dim", vname);
   if (!tpu_dtype_is_float(vt))
-    return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"weight_norm_kernel\" not implemented for '%s'",
-                           tpu_dtype_torch_name(vt));
+    return tpu_not_implemented("weight_norm_kernel", vt);
   if (gt != vt)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "expected scalar type %s but found %s",
                            tpu_dtype_torch_name(vt), tpu_dtype_torch_name(gt));
