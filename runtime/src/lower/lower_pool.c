@@ -336,15 +336,7 @@ static tpu_status_t scatter_grad(tpu_lower_ctx_t* cx, int dy_arg, int x_arg, int
   tpu_val_t base = tpu_ir_binary(g, TPU_IR_MUL, tpu_ir_iota(g, TPU_I64, bm, 2, 0),
                                  tpu_ir_const_i(g, TPU_I64, plane, bm, 2));
   idx = tpu_ir_reshape(g, tpu_ir_binary(g, TPU_IR_ADD, idx, base), um, 2);
-  tpu_scatter_dims_t dn;
-  memset(&dn, 0, sizeof dn);
-  dn.n_inserted = 1;
-  dn.inserted_window_dims[0] = 0;
-  dn.n_to_operand = 1;
-  dn.scatter_dims_to_operand_dims[0] = 0;
-  dn.index_vector_dim = 1;
-  tpu_val_t r = tpu_ir_scatter(g, tpu_ir_const(g, acc, 0, &total, 1), idx, dy, &dn,
-                               TPU_BODY_ADD);
+  tpu_val_t r = tpu_scatter_flat(g, tpu_ir_const(g, acc, 0, &total, 1), idx, dy, 1, TPU_BODY_ADD);
   tpu_lower_out(cx, 0, tpu_ir_convert(g, tpu_ir_reshape(g, r, xs, rank), t));
   return TPU_OK;
 }
