@@ -2,6 +2,7 @@
 the result file follows the schema, ratios come from the same run, plots
 are written, --compare reports changes. Timings are not judged here."""
 import copy
+import io
 import importlib.util
 import json
 import os
@@ -292,3 +293,29 @@ def test_jax_peer_tiny():
     for bench in ("elementwise_add", "reduction_sum", "matmul", "conv2d"):
         assert len(doc["ops"][bench]["samples"]) == 2
     assert doc["mlp"]["train"]["first_s"] > 0
+
+
+def test_models_rounds_pool_steps_and_keep_failures(monkeypatch):
+    # A full run measures three rounds; their steps are pooled, and a round
+    # that failed fails the figure even when the others worked.
+    from torchtpu.perflab import suite_models
+
+    real, calls = suite_models.bench_one, []
+
+    def second_forward_round_breaks(name, impl, kind, *args):
+        calls.append((impl, kind))
+        if (impl, kind) == ("cpu-eager", "forward") and calls.count((impl, kind)) == 2:
+            raise RuntimeError("round two broke")
+        return real(name, impl, kind, *args)
+
+    monkeypatch.setattr(suite_models, "bench_one", second_forward_round_breaks)
+    cfg = harness.Config(reps=2, isolate=False, peers=False, models=["MLP"],
+                         impls=["tpu-fused", "cpu-eager"])
+    results = harness.Results()
+    suite_models.run(results, cfg, progress=harness.Progress("models", 12, stream=io.StringIO()))
+    assert results.suites["models"]["config"]["rounds"] == 3
+    assert calls.count(("tpu-fused", "train")) == 3
+    pooled = results.records["models/MLP-train/tpu-fused/step_ms"]
+    assert pooled["status"] == "ok" and len(pooled["stats"]["samples"]) == 3 * 2
+    broken = results.records["models/MLP-forward/cpu-eager/step_ms"]
+    assert broken["status"] != "ok" and "round two broke" in broken["error"]

@@ -185,7 +185,9 @@ def _md_models(doc, recs, rats):
     for m in c["shapes"]:
         for k in ("forward", "train"):
             benches.append(f"{m}-{k}")
-    out = [f"## models: step time in ms ({c['reps']} timed steps after warmup; shapes "
+    rounds = c.get("rounds", 1)
+    timed = f"{rounds} rounds of {c['reps']}" if rounds > 1 else f"{c['reps']}"
+    out = [f"## models: step time in ms ({timed} timed steps after warmup; shapes "
            + ", ".join(f"{m} {v}" for m, v in c["shapes"].items())
            + f"; PyTorch CPU threads {c.get('torch_threads', 'default')})", ""]
     ratio_names = ["tpu-fused/tpu-strict", "tpu-strict/cpu-eager", "tpu-fused/cpu-eager",

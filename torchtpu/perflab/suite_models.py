@@ -8,6 +8,13 @@ compile caches of its own that start empty, so a first step is a cold one;
 a crash in one combination does not end the run. (--no-isolate runs all in
 the perflab process: later first steps then reuse earlier compiles.)
 
+A full run measures every combination in three rounds, one after the other
+(all combinations once, then again), and pools the steps of the rounds: on
+a shared machine a stretch of noise then falls on every implementation
+alike instead of on whichever ran during it. First-step figures come from
+the first round (later rounds find its compile caches warm). --quick and
+--tiny run one round.
+
 PyTorch runs on one CPU thread here unless --threads says otherwise (CPU
 eager, Inductor's code, and the CPU fallbacks of tpu runs): on a shared
 2-core machine, two OpenMP threads stall for a scheduler time slice whenever
@@ -295,35 +302,45 @@ def run(results, cfg, progress=None):
     models = [m for m in MODELS if m in cfg.models]
     jax_wanted = (cfg.peers and "MLP" in models and (cfg.impls is None or "jax" in cfg.impls)
                   and importlib.util.find_spec("jax") is not None)
-    bar = progress or harness.Progress(SUITE, len(models) * len(impls) * len(KINDS)
+    rounds = cfg.pick(3, 1, 1)
+    bar = progress or harness.Progress(SUITE, rounds * len(models) * len(impls) * len(KINDS)
                                        + int(jax_wanted))
     results.suites[SUITE] = {"config": {"shapes": {m: sh[m] for m in models}, "reps": reps,
                                         "max_warmup": max_warmup, "impls": impls,
                                         "isolated": cfg.isolate, "optimizer": "AdamW(lr=1e-3)",
-                                        "dtype": "float32",
+                                        "dtype": "float32", "rounds": rounds,
                                         "torch_threads": cfg.model_threads() or "default"}}
     fallback_ops = {}
     loads = results.suites[SUITE]["load_average"] = []
-    for name in models:
-        for impl in impls:
-            for kind in KINDS:
-                label = f"{name}-{kind} {impl}"
-                bar.now(label)
-                job = {"model": name, "impl": impl, "kinds": [kind], "shape": sh[name],
-                       "reps": reps, "max_warmup": max_warmup,
-                       "threads": cfg.model_threads()}
-                t0 = time.perf_counter()
-                doc, err = _run_worker(job, cfg)
-                loads += [v for v in (doc or {}).get("load_average", []) if v is not None]
-                r = (doc or {}).get("kinds", {}).get(kind)
-                if r is None or "error" in r:
-                    why = (r or {}).get("error") or err or "no result"
-                    results.failed(SUITE, f"{name}-{kind}", impl, "step_ms", "ms", why)
-                else:
-                    _record(results, name, impl, kind, r)
-                    for op, n in r.get("fallback_ops_per_step", {}).items():
-                        fallback_ops.setdefault(op, {}).setdefault(f"{name}-{kind}", {})[impl] = n
-                bar.step(f"{label} ({time.perf_counter() - t0:.0f} s)")
+    runs = {}  # (model, impl, kind) -> the result of each round
+    for rnd in range(rounds):
+        for name in models:
+            for impl in impls:
+                for kind in KINDS:
+                    label = f"{name}-{kind} {impl}" + (f" (round {rnd + 1})" if rounds > 1 else "")
+                    bar.now(label)
+                    job = {"model": name, "impl": impl, "kinds": [kind], "shape": sh[name],
+                           "reps": reps, "max_warmup": max_warmup,
+                           "threads": cfg.model_threads()}
+                    t0 = time.perf_counter()
+                    doc, err = _run_worker(job, cfg)
+                    loads += [v for v in (doc or {}).get("load_average", []) if v is not None]
+                    r = (doc or {}).get("kinds", {}).get(kind)
+                    if r is None or "error" in r:
+                        r = {"error": (r or {}).get("error") or err or "no result"}
+                    runs.setdefault((name, impl, kind), []).append(r)
+                    bar.step(f"{label} ({time.perf_counter() - t0:.0f} s)")
+    for (name, impl, kind), rs in runs.items():
+        failed = [r["error"] for r in rs if "error" in r]
+        if failed:  # a round that failed is not hidden by the others
+            results.failed(SUITE, f"{name}-{kind}", impl, "step_ms", "ms", failed[0])
+            continue
+        # The first round's first step is the cold one; the steps of all
+        # rounds are pooled.
+        r = dict(rs[0], step_s=[t for x in rs for t in x["step_s"]])
+        _record(results, name, impl, kind, r)
+        for op, n in r.get("fallback_ops_per_step", {}).items():
+            fallback_ops.setdefault(op, {}).setdefault(f"{name}-{kind}", {})[impl] = n
     if jax_wanted:
         bar.now("MLP jax (separate process)")
         _jax_mlp(results, cfg, sh["MLP"], reps, 3)
