@@ -489,7 +489,8 @@ tpu_val_t tpu_ir_reduce(tpu_graph_t* g, tpu_val_t x, tpu_val_t init,
     merged[rank++] = tx->dims[i];
   }
   if (rank < tx->rank) {
-    tpu_val_t r = tpu_ir_reduce(g, tpu_ir_reshape(g, x, merged, rank), init, merged_reduced, n, body);
+    tpu_val_t r =
+        tpu_ir_reduce(g, tpu_ir_reshape(g, x, merged, rank), init, merged_reduced, n, body);
     return tpu_ir_reshape(g, r, t.dims, t.rank);
   }
   tpu_val_t ops[2] = {x, init};

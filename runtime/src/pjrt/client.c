@@ -1,8 +1,8 @@
 // Plugin loading and the PJRT client: the only file that dlopens.
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
