@@ -151,6 +151,22 @@ tpu_val_t tpu_gather_rows(tpu_graph_t* g, tpu_val_t x, tpu_val_t idx, int r, int
   return tpu_ir_gather(g, x, idx, &dn, sizes);
 }
 
+tpu_val_t tpu_scatter_points(tpu_graph_t* g, tpu_val_t x, tpu_val_t rows, tpu_val_t cols,
+                             tpu_val_t upd, tpu_body_t body) {
+  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
+  const int64_t* d = tpu_ir_dims(g, rows);
+  int64_t d3[3] = {d[0], d[1], 1};
+  tpu_val_t ij[2] = {tpu_ir_reshape(g, rows, d3, 3), tpu_ir_reshape(g, cols, d3, 3)};
+  tpu_scatter_dims_t dn;
+  memset(&dn, 0, sizeof dn);
+  dn.n_inserted = 2;
+  dn.inserted_window_dims[1] = 1;
+  dn.n_to_operand = 2;
+  dn.scatter_dims_to_operand_dims[1] = 1;
+  dn.index_vector_dim = 2;
+  return tpu_ir_scatter(g, x, tpu_ir_concat(g, ij, 2, 2), upd, &dn, body);
+}
+
 tpu_val_t tpu_gather_along(tpu_graph_t* g, tpu_val_t x, const int64_t* d, int n, int dim,
                            tpu_val_t idx) {
   tpu_gather_dims_t dn;

@@ -69,6 +69,9 @@ static inline tpu_val_t tpu_ew_cmp_k(tpu_lower_ctx_t* cx, tpu_cmp_t cmp,
                                      tpu_val_t a, double c) {
   return tpu_ir_compare(cx->g, cmp, a, tpu_lower_const_like(cx, a, c));
 }
+// PyTorch's error when arguments a and b have no common dtype (the unsigned
+// 16-64 bit integers promote with nothing else).
+TPU_MUST_USE tpu_status_t tpu_ew_promotion_error(tpu_lower_ctx_t* cx, int a, int b);
 // |a| with the sign bit of b (also of -0.0 and NaN).
 tpu_val_t tpu_ew_copysign(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b);
 // A 0-d number input of x's dtype broadcast to x's shape (numbers are

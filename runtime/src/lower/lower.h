@@ -172,6 +172,10 @@ tpu_val_t tpu_scatter_flat(tpu_graph_t* g, tpu_val_t x, tpu_val_t off, tpu_val_t
 // Rows of the 2-D x [R, c] at the i64 indices idx of rank r: idx's shape
 // with c appended.
 tpu_val_t tpu_gather_rows(tpu_graph_t* g, tpu_val_t x, tpu_val_t idx, int r, int64_t c);
+// Scatters upd [A, B] into the 2-D x at (rows[a, b], cols[a, b]) (i64,
+// [A, B] each); out-of-range updates drop.
+tpu_val_t tpu_scatter_points(tpu_graph_t* g, tpu_val_t x, tpu_val_t rows, tpu_val_t cols,
+                             tpu_val_t upd, tpu_body_t body);
 // Slices of x (shape d, rank n) along `dim` at the i64 indices idx (1-D, m
 // entries): x's shape with dim of size m.
 tpu_val_t tpu_gather_along(tpu_graph_t* g, tpu_val_t x, const int64_t* d, int n, int dim,

@@ -254,19 +254,11 @@ static tpu_status_t eb_backward(tpu_lower_ctx_t* cx, const eb_bwd_args_t* a) {
     tpu_val_t nonempty =
         tpu_ir_compare(g, TPU_CMP_NE, tpu_ir_convert(g, tpu_lower_tensor(cx, a->bag_size), TPU_I64),
                        tpu_ir_const_i(g, TPU_I64, 0, &nb, 1));
-    int64_t od[2] = {nb, d}, od3[3] = {nb, d, 1};
+    int64_t od[2] = {nb, d};
     tpu_val_t upd = tpu_ir_select(g, tpu_ir_broadcast(g, nonempty, od, 2, &b0), grad,
                                   tpu_ir_const(g, acc, 0, od, 2));
-    tpu_val_t ij[2] = {tpu_ir_reshape(g, mi, od3, 3),
-                       tpu_ir_reshape(g, tpu_ir_iota(g, TPU_I64, od, 2, 1), od3, 3)};
-    tpu_scatter_dims_t dn;
-    memset(&dn, 0, sizeof dn);
-    dn.n_inserted = 2;
-    dn.inserted_window_dims[1] = 1;
-    dn.n_to_operand = 2;
-    dn.scatter_dims_to_operand_dims[1] = 1;
-    dn.index_vector_dim = 2;
-    gw = tpu_ir_scatter(g, gw, tpu_ir_concat(g, ij, 2, 2), upd, &dn, TPU_BODY_ADD);
+    gw = tpu_scatter_points(g, gw, tpu_ir_reshape(g, mi, od, 2),
+                            tpu_ir_iota(g, TPU_I64, od, 2, 1), upd, TPU_BODY_ADD);
     tpu_lower_out(cx, 0, tpu_ir_convert(g, gw, t));
     return TPU_OK;
   }

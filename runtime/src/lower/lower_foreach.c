@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lower/lower.h"
+#include "lower/elementwise.h"
 
 // The generic unary lowering of the op table's UNARY rows (lower_elementwise.c).
 tpu_status_t tpu_lower_unary(tpu_lower_ctx_t* cx);
@@ -137,13 +137,7 @@ static tpu_status_t check_scalar_tensor(const tpu_lower_ctx_t* cx, int i) {
 
 static tpu_status_t promoted(tpu_lower_ctx_t* e, const int* args, int n, tpu_dtype_t* t) {
   *t = tpu_lower_result_type(e, args, n);
-  if (*t == TPU_DTYPE_INVALID)
-    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
-                           "Promotion for uint16, uint32, uint64 types is not "
-                           "supported, attempted to promote %s and %s",
-                           tpu_dtype_torch_name(tpu_arg_value_dtype(e, args[0])),
-                           tpu_dtype_torch_name(tpu_arg_value_dtype(e, args[1])));
-  return TPU_OK;
+  return *t == TPU_DTYPE_INVALID ? tpu_ew_promotion_error(e, args[0], args[1]) : TPU_OK;
 }
 
 // max / min that propagate NaN from either side, as PyTorch does (the XLA CPU

@@ -205,22 +205,9 @@ static tpu_val_t gather_windows(tpu_graph_t* g, tpu_val_t v, int lead, int n,
   }
   v = tpu_ir_pad(g, v, pad, lo, hi, NULL);
   for (int i = 0; i < n && tpu_graph_ok(g); ++i) {
-    const tpu_type_t* t = tpu_ir_type(g, v);
-    int rank = t->rank, dim = lead + i;
-    int64_t m = tb[i].out * tb[i].k, idims[2] = {m, 1}, sizes[TPU_MAX_RANK];
-    tpu_val_t idx = tpu_ir_reshape(g, tpu_ir_const_i64_array(g, tb[i].pos, m), idims, 2);
-    tpu_gather_dims_t dn;
-    memset(&dn, 0, sizeof dn);
-    for (int d = 0; d < rank; ++d) {
-      sizes[d] = d == dim ? 1 : t->dims[d];
-      if (d != dim) dn.offset_dims[dn.n_offset++] = d;
-    }
-    dn.n_collapsed = 1;
-    dn.collapsed_slice_dims[0] = dim;
-    dn.n_start_map = 1;
-    dn.start_index_map[0] = dim;
-    dn.index_vector_dim = 1;
-    v = tpu_ir_gather(g, v, idx, &dn, sizes);
+    tpu_val_t idx = tpu_ir_const_i64_array(g, tb[i].pos, tb[i].out * tb[i].k);
+    const tpu_type_t* t = tpu_ir_type(g, v);  // after adding idx: nodes may move
+    v = tpu_gather_along(g, v, t->dims, t->rank, lead + i, idx);
   }
   if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
   // [lead..., o1*k1, ...] -> [lead..., o1, k1, ...] -> [lead..., o..., k...]

@@ -516,19 +516,9 @@ static tpu_status_t max_unpool(tpu_lower_ctx_t* cx, int s, const int64_t* out_sp
   tpu_lower_assert(cx, tpu_ir_reduce(g, bad, tpu_ir_const_i(g, TPU_BOOL, 0, NULL, 0), both, 2, TPU_BODY_OR),
                    TPU_CODE_INVALID_ARGUMENT,
                    "Found an invalid max index (output volumes are of size %s)", sizes);
-  int64_t pl1[3] = {lead, l, 1};
-  tpu_val_t ij[2] = {tpu_ir_reshape(g, tpu_ir_iota(g, TPU_I64, pl, 2, 0), pl1, 3),
-                     tpu_ir_reshape(g, idx, pl1, 3)};
-  tpu_val_t at = tpu_ir_concat(g, ij, 2, 2);
-  tpu_scatter_dims_t dn;
-  memset(&dn, 0, sizeof dn);
-  dn.n_inserted = 2;
-  dn.inserted_window_dims[1] = 1;
-  dn.n_to_operand = 2;
-  dn.scatter_dims_to_operand_dims[1] = 1;
-  dn.index_vector_dim = 2;
-  tpu_val_t win = tpu_ir_scatter(g, tpu_ir_const_i(g, TPU_I64, -1, po, 2), at,
-                                 tpu_ir_iota(g, TPU_I64, pl, 2, 1), &dn, TPU_BODY_MAX);
+  tpu_val_t win = tpu_scatter_points(g, tpu_ir_const_i(g, TPU_I64, -1, po, 2),
+                                     tpu_ir_iota(g, TPU_I64, pl, 2, 0), idx,
+                                     tpu_ir_iota(g, TPU_I64, pl, 2, 1), TPU_BODY_MAX);
   // read the winner's value: flat offset plane * l + position
   tpu_val_t has = tpu_ir_compare(g, TPU_CMP_GE, win, tpu_ir_const_i(g, TPU_I64, 0, po, 2));
   tpu_val_t off = tpu_ir_binary(

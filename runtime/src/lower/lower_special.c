@@ -1,7 +1,8 @@
-// Special functions of the gamma family (lgamma, digamma, trigamma,
-// polygamma, mvlgamma) and sinc / logit, written out so that they agree
-// with CPU's kernels where XLA's (chlo's) approximations do not: at the
-// roots and poles, and for negative arguments.
+// Special functions: the gamma family (lgamma, digamma, trigamma,
+// polygamma, mvlgamma), sinc / logit, and the modified Bessel functions
+// i0 / i0e / i1 / i1e with the Kaiser window built on i0. They are written
+// out so that they agree with CPU's kernels where XLA's (chlo's)
+// approximations do not: at the roots and poles, for negative arguments.
 #include <math.h>
 
 #include "lower/elementwise.h"
@@ -198,4 +199,127 @@ tpu_status_t tpu_lower_polygamma(tpu_lower_ctx_t* cx) {
                         : polygamma_fn(cx, n, x);
   tpu_lower_out(cx, 0, tpu_ir_convert(g, r, out));
   return TPU_OK;
+}
+
+//===--- modified Bessel functions: i0, i0e, i1, i1e ---===//
+
+// I_nu(|x|) for nu = 0 or 1, in f64 (f32 and narrower inputs are computed
+// in f64 and rounded once, which keeps them within an ulp or so of the true
+// value), optionally scaled by exp(-|x|):
+//  - |x| < 20: the power series I_nu(x) = (x/2)^nu sum_k q^k / (k! (k+nu)!),
+//    q = x^2 / 4, in Horner form (all terms positive, so no cancellation;
+//    50 terms reach double precision at |x| = 20);
+//  - |x| >= 20: the asymptotic series exp(x) / sqrt(2 pi x) *
+//    sum_k (-1)^k a_k(nu) / x^k, a_k(nu) = prod_{j<=k} (4 nu^2 - (2j-1)^2)
+//    / (k! 8^k), whose terms keep shrinking past k = 30 there.
+// At infinities CPU's i0 / i1 give NaN (its exp(x) / sqrt(x) is inf / inf),
+// i0e / i1e 0; both are spelled out.
+enum { kSeriesTerms = 50, kAsymptoticTerms = 30 };
+static const double kBesselSplit = 20.0;
+
+static tpu_val_t bessel_abs(tpu_lower_ctx_t* cx, tpu_val_t ax, int nu, bool scaled) {
+  tpu_graph_t* g = cx->g;
+  // series, at min(|x|, split) so the unused branch stays finite
+  tpu_val_t xs = tpu_ew_min(cx, ax, k_like(cx, ax, kBesselSplit));
+  tpu_val_t q = tpu_ew_mul(g, tpu_ew_mul(g, xs, xs), k_like(cx, xs, 0.25));
+  tpu_val_t s = k_like(cx, xs, 1);
+  for (int j = kSeriesTerms; j >= 1; --j)
+    s = tpu_ew_add(g, k_like(cx, s, 1), tpu_ew_mul(g, s, tpu_ew_div(g, q, k_like(cx, q, (double)j * (j + nu)))));
+  if (nu == 1) s = tpu_ew_mul(g, s, tpu_ew_mul(g, xs, k_like(cx, xs, 0.5)));
+  if (scaled) s = tpu_ew_mul(g, s, tpu_ir_unary(g, TPU_IR_EXP, tpu_ir_unary(g, TPU_IR_NEG, xs)));
+  // asymptotic, at max(|x|, split)
+  tpu_val_t xa = tpu_ew_max(cx, ax, k_like(cx, ax, kBesselSplit));
+  tpu_val_t inv = tpu_ew_div(g, k_like(cx, xa, 1), xa);
+  double coef[kAsymptoticTerms + 1];
+  coef[0] = 1;
+  for (int j = 1; j <= kAsymptoticTerms; ++j) {
+    double f = 4.0 * nu * nu - (double)(2 * j - 1) * (2 * j - 1);
+    coef[j] = -coef[j - 1] * f / (8.0 * j);  // (-1)^k a_k(nu)
+  }
+  tpu_val_t a = k_like(cx, xa, coef[kAsymptoticTerms]);
+  for (int j = kAsymptoticTerms - 1; j >= 0; --j)
+    a = tpu_ew_add(g, k_like(cx, a, coef[j]), tpu_ew_mul(g, a, inv));
+  tpu_val_t root = tpu_ir_unary(g, TPU_IR_SQRT, tpu_ew_mul(g, xa, k_like(cx, xa, 2 * M_PI)));
+  a = tpu_ew_div(g, a, root);
+  if (!scaled) a = tpu_ew_mul(g, tpu_ir_unary(g, TPU_IR_EXP, xa), a);
+  tpu_val_t r = tpu_ir_select(cx->g, tpu_ew_cmp_k(cx, TPU_CMP_LT, ax, kBesselSplit), s, a);
+  tpu_val_t inf = tpu_ew_cmp_k(cx, TPU_CMP_EQ, ax, INFINITY);
+  return tpu_ir_select(cx->g, inf, k_like(cx, r, scaled ? 0 : NAN), r);
+}
+
+// i0 and i0e are even, i1 and i1e odd. Integers and bool become the default
+// float, as on CPU.
+static tpu_status_t bessel(tpu_lower_ctx_t* cx, int nu, bool scaled, const char* kernel) {
+  tpu_dtype_t in = tpu_arg_value_dtype(cx, 0);
+  if (tpu_dtype_is_complex(in)) return tpu_not_implemented(kernel, in);
+  tpu_dtype_t t = tpu_to_float(in);
+  tpu_graph_t* g = cx->g;
+  tpu_val_t x = tpu_lower_input(cx, 0, TPU_F64);
+  tpu_val_t r = bessel_abs(cx, tpu_ir_unary(g, TPU_IR_ABS, x), nu, scaled);
+  if (nu == 1) r = tpu_ir_select(cx->g, tpu_ew_cmp_k(cx, TPU_CMP_LT, x, 0), tpu_ir_unary(g, TPU_IR_NEG, r), r);
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, r, t));
+  return TPU_OK;
+}
+tpu_status_t tpu_lower_i0(tpu_lower_ctx_t* cx) { return bessel(cx, 0, false, "i0_vml_cpu"); }
+tpu_status_t tpu_lower_i0e(tpu_lower_ctx_t* cx) { return bessel(cx, 0, true, "i0e_cpu"); }
+tpu_status_t tpu_lower_i1(tpu_lower_ctx_t* cx) { return bessel(cx, 1, false, "i1_cpu"); }
+tpu_status_t tpu_lower_i1e(tpu_lower_ctx_t* cx) { return bessel(cx, 1, true, "i1e_cpu"); }
+
+//===--- kaiser_window ---===//
+
+// kaiser_window.beta(window_length, periodic, beta, *, dtype, layout,
+// device, pin_memory): i0(beta * sqrt(|1 - ((n - a) / a)^2|)) / i0(beta),
+// a = (N - 1) / 2, over n = 0..N-1 (N = length + 1 when periodic, the last
+// point dropped). n comes from arange in the window's dtype, as on CPU; the
+// Bessel functions run in f64 (see bessel_abs).
+// kaiser_window(window_length, *, dtype, ...) and kaiser_window.periodic
+// (window_length, periodic, *, dtype, ...) take periodic = true and beta =
+// 12; `dtype_arg` is where each overload has its dtype.
+static tpu_status_t kaiser_window(tpu_lower_ctx_t* cx, bool periodic, double beta,
+                                  int dtype_arg) {
+  int64_t len = tpu_arg_int(cx, 0, 0);
+  tpu_dtype_t t = tpu_arg_dtype(cx, dtype_arg, tpu_default_float());
+  if (!tpu_dtype_is_float(t))
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "kaiser_window expects floating point dtypes, got: %s",
+                           tpu_dtype_torch_name(t));
+  if (len < 0)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "kaiser_window requires non-negative window_length, got "
+                           "window_length=%lld", (long long)len);
+  tpu_graph_t* g = cx->g;
+  if (len <= 1) {
+    tpu_lower_out(cx, 0, tpu_ir_const(g, t, 1, &len, 1));
+    return TPU_OK;
+  }
+  int64_t n = periodic ? len + 1 : len;
+  tpu_dtype_t ct = tpu_opmath(t);
+  tpu_val_t i = tpu_ir_convert(g, tpu_ir_convert(g, tpu_ir_iota(g, TPU_I64, &n, 1, 0), t), ct);
+  tpu_val_t alpha = tpu_ew_number_like(cx, i, (double)(n - 1) / 2.0);
+  tpu_val_t b = tpu_ew_number_like(cx, i, beta);
+  tpu_val_t r = tpu_ew_div(g, tpu_ew_sub(g, i, alpha), alpha);
+  tpu_val_t arg = tpu_ew_mul(g, b, tpu_ir_unary(g, TPU_IR_SQRT,
+                                                tpu_ir_unary(g, TPU_IR_ABS,
+                                                             tpu_ew_sub(g, k_like(cx, r, 1),
+                                                                        tpu_ew_mul(g, r, r)))));
+  tpu_val_t num = bessel_abs(cx, tpu_ir_unary(g, TPU_IR_ABS, tpu_ir_convert(g, arg, TPU_F64)), 0,
+                             false);
+  tpu_val_t den = bessel_abs(cx, tpu_ir_unary(g, TPU_IR_ABS, tpu_ir_convert(g, b, TPU_F64)), 0,
+                             false);
+  tpu_val_t w = tpu_ir_convert(g, tpu_ew_div(g, num, den), t);
+  if (periodic) {
+    int64_t start = 0;
+    w = tpu_ir_slice(g, w, &start, &len, NULL);
+  }
+  tpu_lower_out(cx, 0, w);
+  return TPU_OK;
+}
+tpu_status_t tpu_lower_kaiser_window(tpu_lower_ctx_t* cx) {
+  return kaiser_window(cx, tpu_arg_bool(cx, 1, true), tpu_arg_float(cx, 2, 12.0), 3);
+}
+tpu_status_t tpu_lower_kaiser_window_periodic(tpu_lower_ctx_t* cx) {
+  return kaiser_window(cx, tpu_arg_bool(cx, 1, true), 12.0, 2);
+}
+tpu_status_t tpu_lower_kaiser_window_default(tpu_lower_ctx_t* cx) {
+  return kaiser_window(cx, true, 12.0, 1);
 }
