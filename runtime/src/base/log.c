@@ -26,10 +26,16 @@ tpu_log_level_t tpu_log_level(void) {
 void tpu_log(tpu_log_level_t lvl, const char* fmt, ...) {
   if (lvl > tpu_log_level()) return;
   static const char* names[] = {"error", "warn", "info", "debug"};
-  char line[2048];
+  char line[2048], *text = line;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
+  int n = vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "[torchtpu %s] %s\n", names[lvl], line);
+  if (n >= (int)sizeof line && (text = tpu_malloc((size_t)n + 1))) {  // a program dump
+    va_start(ap, fmt);
+    vsnprintf(text, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+  }
+  fprintf(stderr, "[torchtpu %s] %s\n", names[lvl], text ? text : line);
+  if (text != line) tpu_free(text);
 }

@@ -220,7 +220,7 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
   if (!s && (!outs || !out_slots || !results))
     s = tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of host memory");
   int n = 0;
-  bool* donor_used = NULL;
+  bool* donor_taken = NULL;
   for (int i = 0; !s && i < d->num_written; ++i) {
     tpu_slot_t* slot = d->written[i];
     if (slot->pending_gen != d->gen) continue;  // overwritten from the host
@@ -252,14 +252,16 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
   if (!s && n > 0) {
     // Donation: a parameter whose buffer nobody else holds can be reused for
     // an output of the same type (in-place updates then need no new memory).
-    donor_used = tpu_calloc((size_t)d->num_params + 1, sizeof(bool));
-    for (int o = 0; donor_used && o < num_values; ++o) {
+    // Each output takes the first such parameter not taken yet.
+    donor_taken = tpu_malloc(sizeof(bool) * ((size_t)d->num_params + 1));
+    for (int p = 0; donor_taken && p < d->num_params; ++p)
+      donor_taken[p] = !donatable(d, d->params[p], out_slots, num_values);
+    for (int o = 0; donor_taken && o < num_values; ++o) {
       const tpu_type_t* ot = tpu_ir_type(g, outs[o].value);
       for (int p = 0; p < d->num_params; ++p) {
-        if (donor_used[p] || !donatable(d, d->params[p], out_slots, num_values)) continue;
-        if (!tpu_type_eq(ot, tpu_ir_type(g, tpu_graph_param(g, p)))) continue;
+        if (donor_taken[p] || !tpu_type_eq(ot, tpu_ir_type(g, tpu_graph_param(g, p)))) continue;
         outs[o].donor_param = p;
-        donor_used[p] = true;
+        donor_taken[p] = true;
         break;
       }
     }
@@ -342,7 +344,7 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     tpu_buffer_release(results ? results[o] : NULL);
   }
   tpu_event_destroy(done);
-  tpu_free(donor_used);
+  tpu_free(donor_taken);
   if (outs != small_outs) tpu_free(outs);
   if (out_slots != small_slots) tpu_free(out_slots);
   if (results != small_bufs) tpu_free(results);
