@@ -55,6 +55,25 @@ def test_plugin_options_from_the_environment_key_the_disk_cache(tmp_path):
     assert run(env)["compiles"] == 0
 
 
+def test_debug_log_prints_each_compiled_program_whole(tmp_path):
+    # A chain of 40 ops makes a program far longer than a log line.
+    script = textwrap.dedent("""
+        import torch, torchtpu
+        torchtpu.set_mode("fused")
+        x = torch.ones(8, device="tpu")
+        for i in range(40):
+            x = x * 1.5 + i
+        x.cpu()
+    """)
+    env = dict(os.environ, TORCHTPU_CACHE_DIR="off", TORCHTPU_LOG="debug")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    programs = [p for p in out.stderr.split("[torchtpu ") if p.startswith("debug] compiled")]
+    longest = max(programs, key=len)
+    assert len(longest) > 4096 and longest.count("stablehlo.multiply") >= 40
+    assert longest.rstrip().endswith("}"), longest[-200:]
+
+
 FLAGS_SCRIPT = textwrap.dedent("""
     import ctypes, torch, torchtpu
     torch.ones(1, device="tpu").cpu()
