@@ -112,7 +112,7 @@ def test_ops_figures(run_doc):
 
 def test_models_figures(run_doc):
     doc, _ = run_doc
-    for kind in ("forward", "train"):
+    for kind in ("forward", "train", "train-pipelined"):
         for impl in TPU_IMPLS:
             base = f"models/MLP-{kind}/{impl}/"
             assert _rec(doc, base + "step_ms")["value"] > 0
@@ -127,6 +127,20 @@ def test_models_figures(run_doc):
     r = _rec(doc, "models/MLP-train/tpu-strict/step_ms")
     assert r["extra"]["mode"] == "strict" and r["extra"]["params"] > 0
     assert doc["suites"]["models"]["config"]["torch_threads"] == 1
+
+
+def test_pipelined_training_counts_per_step(run_doc):
+    # Ten steps per synchronize: counters are per step, so a mode runs as
+    # many programs per step as when it synchronizes after each one, and a
+    # fused step reads nothing back.
+    doc, _ = run_doc
+    for impl in ("tpu-strict", "tpu-fused"):
+        one = _rec(doc, f"models/MLP-train/{impl}/executions_per_step")["value"]
+        ten = _rec(doc, f"models/MLP-train-pipelined/{impl}/executions_per_step")["value"]
+        assert one > 0 and ten == pytest.approx(one)
+    assert _rec(doc, "models/MLP-train-pipelined/tpu-fused/host_syncs_per_step")["value"] == 0
+    rats = {r["id"] for r in doc["ratios"]}
+    assert "models/MLP-train-pipelined/ratio/tpu-fused/cpu-eager" in rats
 
 
 def test_coverage_figures(run_doc):
@@ -312,7 +326,7 @@ def test_models_rounds_pool_steps_and_keep_failures(monkeypatch):
     cfg = harness.Config(reps=2, isolate=False, peers=False, models=["MLP"],
                          impls=["tpu-fused", "cpu-eager"])
     results = harness.Results()
-    suite_models.run(results, cfg, progress=harness.Progress("models", 12, stream=io.StringIO()))
+    suite_models.run(results, cfg, progress=harness.Progress("models", 18, stream=io.StringIO()))
     assert results.suites["models"]["config"]["rounds"] == 3
     assert calls.count(("tpu-fused", "train")) == 3
     pooled = results.records["models/MLP-train/tpu-fused/step_ms"]

@@ -4,6 +4,15 @@ import json
 from pathlib import Path
 
 MODEL_IMPLS = ("tpu-strict", "tpu-fused", "tpu-debug", "cpu-eager", "cpu-inductor", "jax")
+MODEL_KINDS = ("forward", "train", "train-pipelined")
+
+
+def _model_kinds(doc):
+    """The kinds of the models suite that this run measured (older runs
+    have no train-pipelined)."""
+    return [k for k in MODEL_KINDS
+            if any(r["suite"] == "models" and r["bench"].endswith("-" + k)
+                   for r in doc["records"])]
 DISPATCH_IMPLS = ("cpu-eager", "tpu-strict", "tpu-fused", "tpu-debug")
 
 
@@ -181,10 +190,7 @@ def _md_models(doc, recs, rats):
     c = s["config"]
     impls = [i for i in MODEL_IMPLS if i in c["impls"] or any(
         r["impl"] == i for r in doc["records"] if r["suite"] == "models")]
-    benches = []
-    for m in c["shapes"]:
-        for k in ("forward", "train"):
-            benches.append(f"{m}-{k}")
+    benches = [f"{m}-{k}" for m in c["shapes"] for k in _model_kinds(doc)]
     rounds = c.get("rounds", 1)
     timed = f"{rounds} rounds of {c['reps']}" if rounds > 1 else f"{c['reps']}"
     out = [f"## models: step time in ms ({timed} timed steps after warmup; shapes "
@@ -200,7 +206,9 @@ def _md_models(doc, recs, rats):
         row += [ratio_cell(rats, f"models/{b}/ratio/{n}") for n in ratio_names]
         rows.append(row)
     out += table(header, rows)
-    out += ["", "Ratios < 1: the first is faster. Each tpu step ends with torch.tpu.synchronize().",
+    out += ["", "Ratios < 1: the first is faster. forward and train: each step ends with "
+            "torch.tpu.synchronize(); train-pipelined: ten steps per synchronize(), time per "
+            "step (the host records a step while the device runs the one before).",
             "", "### tpu details and compile times", ""]
     rows = []
     for b in benches:
@@ -373,13 +381,15 @@ def _plot_models(plt, doc, recs, rats):
     c = doc["suites"]["models"]["config"]
     impls = [i for i in MODEL_IMPLS if any(r["impl"] == i for r in doc["records"]
                                            if r["suite"] == "models")]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, kind in zip(axes, ("forward", "train")):
+    kinds = _model_kinds(doc)
+    fig, axes = plt.subplots(1, len(kinds), figsize=(5.5 * len(kinds), 4), squeeze=False)
+    axes = axes[0]
+    for ax, kind in zip(axes, kinds):
         groups = [f"{m}-{kind}" for m in c["shapes"]]
         _bars(ax, groups, impls, lambda g, s: recs.get(f"models/{g}/{s}/step_ms"), log=True)
         ax.set_ylabel("ms per step (log)")
         ax.set_title(kind)
-    axes[1].legend(fontsize=7)
+    axes[-1].legend(fontsize=7)
     fig.suptitle("models: step time after warmup")
     return fig
 

@@ -1,5 +1,5 @@
 """Suite `models`: the MLP, CNN and GPT of models.py, inference (forward
-under no_grad, eval mode) and one training step (forward, loss, backward,
+under no_grad, eval mode) and training steps (forward, loss, backward,
 AdamW step), on tpu in each mode, PyTorch CPU eager, torch.compile with
 Inductor on CPU and, for the MLP, JAX when installed.
 
@@ -26,10 +26,15 @@ Per model and kind:
   first step     wall time of step 1 (compiles included)
   warmup steps   tpu: steps run until one compiled (or loaded) no program;
                  elsewhere the first step and two more, untimed
-  step           median wall time per step after warmup, each step followed
-                 by torch.tpu.synchronize(); inputs are on the device already
+  step           median wall time per step after warmup; inputs are on the
+                 device already. Kinds `forward` and `train`: each step is
+                 followed by torch.tpu.synchronize() (the latency of a step,
+                 as in a loop that reads the loss every step). Kind
+                 `train-pipelined`: ten steps, then one synchronize(), per
+                 step (a loop that reads the loss every tenth step: the host
+                 records the next step while the device runs this one)
   compiles, host syncs, CPU fallbacks and executions per timed step (the
-  closing synchronize() of each step is not counted as a host sync)
+  closing synchronize() of each timed sample is not counted as a host sync)
   peak memory    torch.tpu.max_memory_allocated() over the timed steps
   compile        Inductor and JAX: first step minus the median step
 """
@@ -45,7 +50,8 @@ from torchtpu.perflab.harness import Stats
 
 SUITE = "models"
 MODELS = ("MLP", "CNN", "GPT")
-KINDS = ("forward", "train")
+KINDS = ("forward", "train", "train-pipelined")
+STEPS_PER_SYNC = {"train-pipelined": 10}  # else 1
 IMPLS = ("tpu-strict", "tpu-fused", "tpu-debug", "cpu-eager", "cpu-inductor")
 
 
@@ -166,16 +172,18 @@ def bench_one(name, impl, kind, shape, reps, max_warmup):
     else:  # no compile counter to watch: two more untimed steps
         for _ in range(2):
             timed()
-    samples = harness.measure(step, reps=reps, warmup=0, sync=sync)
+    inner = STEPS_PER_SYNC.get(kind, 1)
+    samples = harness.measure(step, reps=reps, warmup=0, sync=sync, inner=inner)
     out["step_s"] = samples.samples
     if tpu:
         d = harness.counter_delta(before, harness.counters())
+        steps = reps * inner
         out["peak_bytes"] = torch.tpu.max_memory_allocated()
-        out["compiles_per_step"] = d["compiles"] / reps
-        out["host_syncs_per_step"] = (d["host_syncs"] - reps) / reps
-        out["executions_per_step"] = d["executions"] / reps
-        out["fallbacks_per_step"] = d["fallback_calls"] / reps
-        out["fallback_ops_per_step"] = {k: v / reps for k, v in sorted(d["fallbacks"].items())}
+        out["compiles_per_step"] = d["compiles"] / steps
+        out["host_syncs_per_step"] = (d["host_syncs"] - reps) / steps
+        out["executions_per_step"] = d["executions"] / steps
+        out["fallbacks_per_step"] = d["fallback_calls"] / steps
+        out["fallback_ops_per_step"] = {k: v / steps for k, v in sorted(d["fallbacks"].items())}
         out["mode"] = torchtpu.get_mode()
     if impl == "cpu-inductor":
         out["compile_s"] = max(0.0, first - samples.median)
@@ -280,7 +288,7 @@ def _jax_mlp(results, cfg, shape, reps, warmup):
     job = {"mlp": {"batch": shape["batch"], "dim_in": 64, "hidden": 128, "classes": 10,
                    "reps": reps, "warmup": warmup}}
     doc, err = harness.run_python([peer, json.dumps(job)], timeout=cfg.timeout)
-    for kind in KINDS:
+    for kind in ("forward", "train"):  # the peer times each step to its result
         bench = f"MLP-{kind}"
         if doc is None or kind not in doc.get("mlp", {}):
             results.failed(SUITE, bench, "jax", "step_ms", "ms", err or "no result")
