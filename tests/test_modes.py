@@ -89,6 +89,47 @@ def test_in_place_updates_reuse_memory(name):
     assert torch.equal(x.cpu(), torch.full((1024, 1024), 20.0))
 
 
+@pytest.mark.parametrize("name", ["strict", "fused"])
+def test_a_loop_that_reads_nothing_back_keeps_no_old_results(name):
+    # Cross entropy checks its targets on the device; the check is read at
+    # the next sync. Until then it must not keep each step's results (the
+    # gradients) alive, nor stop the optimizer from updating in place.
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 10).tpu()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x, t = torch.randn(32, 64).tpu(), torch.randint(0, 10, (32,)).tpu()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(x), t).backward()
+        opt.step()
+
+    with torchtpu.mode(name):
+        for _ in range(3):
+            step()
+        torch.tpu.synchronize()
+        before, compiles = torch.tpu.memory_allocated(), torchtpu.metrics()["compiles"]
+        for _ in range(20):
+            step()
+        grown = torch.tpu.memory_allocated() - before
+        torch.tpu.synchronize()
+    assert grown < 1024, grown  # one step's gradients are 2.6 KB
+    assert torchtpu.metrics()["compiles"] == compiles
+
+
+def test_failed_op_poisons_only_results_still_held():
+    x = torch.arange(4.0, device="tpu")
+    bad = torch.tensor([0, 9], device="tpu")
+    y = x.index_select(0, bad)
+    z = x.index_select(0, bad)
+    z.fill_(2.0)  # overwritten before anything was read back
+    with pytest.raises(IndexError, match="out of range"):
+        torch.tpu.synchronize()
+    with pytest.raises(IndexError, match="failed"):
+        y.cpu()
+    assert z.cpu().tolist() == [2.0, 2.0]
+
+
 def test_debug_mode_counts_a_host_sync_per_op():
     x = torch.randn(16).tpu()
     torch.tpu.synchronize()

@@ -24,6 +24,8 @@ struct tpu_slot {
   uint32_t param_gen;     //   param_gen is the graph's generation
   uint32_t param_epoch;   //   and param_epoch the device's epoch
   tpu_status_t poison;    // set when the computation of the value failed
+  uint64_t version;       // counts the buffers it has held
+  int checks;             // pending checks that name it (they hold it weakly)
 };
 
 // A device-side assertion recorded in the current graph.
@@ -38,9 +40,13 @@ typedef struct tpu_pending_check {
   tpu_buffer_t* code;  // i32: 0 ok, k = assertion k-1 failed
   int num_asserts;
   tpu_status_t* statuses;
+  // The slots the graph wrote, poisoned when an assertion failed if they
+  // still hold the graph's results (their version is unchanged). A check
+  // holds them weakly: one that dies first is set to NULL, so a loop that
+  // reads nothing back does not keep every step's results alive.
   int num_written;
-  tpu_slot_t** slots;  // poisoned when an assertion failed, if they still
-  tpu_buffer_t** buffers;  // hold these buffers
+  tpu_slot_t** slots;
+  uint64_t* versions;
 } tpu_pending_check_t;
 
 // A slot's state before an op rewrote it, to undo a failed op.

@@ -313,17 +313,16 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
         c->num_asserts = d->num_asserts;
         c->statuses = tpu_calloc((size_t)d->num_asserts, sizeof *c->statuses);
         c->slots = tpu_calloc((size_t)num_values + 1, sizeof *c->slots);
-        c->buffers = tpu_calloc((size_t)num_values + 1, sizeof *c->buffers);
-        if (c->statuses && c->slots && c->buffers) {
+        c->versions = tpu_calloc((size_t)num_values + 1, sizeof *c->versions);
+        if (c->statuses && c->slots && c->versions) {
           for (int k = 0; k < d->num_asserts; ++k) {
             c->statuses[k] = d->asserts[k].status;
             d->asserts[k].status = NULL;
           }
           for (int o = 0; o < num_values; ++o) {
             c->slots[c->num_written] = out_slots[o];
-            c->buffers[c->num_written++] = results[o];
-            tpu_slot_retain(out_slots[o]);
-            tpu_buffer_retain(results[o]);
+            c->versions[c->num_written++] = out_slots[o]->version;
+            ++out_slots[o]->checks;
           }
         }
         c->num_asserts = c->statuses ? c->num_asserts : 0;

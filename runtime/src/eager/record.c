@@ -176,6 +176,7 @@ void tpu_dev_set_buffer(tpu_dev_t* d, tpu_slot_t* s, tpu_buffer_t* b) {
   tpu_buffer_retain(b);
   tpu_buffer_release(s->buffer);
   s->buffer = b;
+  ++s->version;
   s->dtype = tpu_buffer_dtype(b);
   s->pending_gen = 0;  // a later write than anything recorded
   s->param_gen = 0;

@@ -246,13 +246,11 @@ void tpu_dev_unlock(tpu_dev_t* d) { mtx_unlock(&d->lock); }
 static void free_check(tpu_pending_check_t* c) {
   tpu_buffer_release(c->code);
   for (int i = 0; i < c->num_asserts; ++i) tpu_status_free(c->statuses[i]);
-  for (int i = 0; i < c->num_written; ++i) {
-    tpu_slot_release(c->slots[i]);
-    tpu_buffer_release(c->buffers[i]);
-  }
+  for (int i = 0; i < c->num_written; ++i)
+    if (c->slots[i]) --c->slots[i]->checks;
   tpu_free(c->statuses);
   tpu_free(c->slots);
-  tpu_free(c->buffers);
+  tpu_free(c->versions);
   tpu_free(c);
 }
 
@@ -277,7 +275,7 @@ tpu_status_t tpu_dev_check(tpu_dev_t* d) {
     if (s) {
       for (int i = 0; i < c->num_written; ++i) {
         tpu_slot_t* slot = c->slots[i];
-        if (slot->buffer == c->buffers[i] && !slot->poison)
+        if (slot && slot->version == c->versions[i] && !slot->poison)
           slot->poison = tpu_status_clone(s);
       }
     }
@@ -291,8 +289,28 @@ tpu_status_t tpu_dev_check(tpu_dev_t* d) {
 
 //===--- slots ---===//
 
+// Clears a dying slot from the pending checks that name it.
+static void forget_checked_slot(tpu_slot_t* s) {
+  tpu_dev_t* d;
+  tpu_status_t st = tpu_dev_get(s->device, &d);  // checks exist: so does the runtime
+  if (st) {
+    tpu_status_free(st);
+    return;
+  }
+  tpu_dev_lock(d);
+  for (tpu_pending_check_t* c = d->checks; c && s->checks; c = c->next) {
+    for (int i = 0; i < c->num_written; ++i) {
+      if (c->slots[i] != s) continue;
+      c->slots[i] = NULL;
+      --s->checks;
+    }
+  }
+  tpu_dev_unlock(d);
+}
+
 static void slot_destroy(void* self) {
   tpu_slot_t* s = self;
+  if (s->checks) forget_checked_slot(s);
   tpu_buffer_release(s->buffer);
   tpu_status_free(s->poison);
   tpu_free(s);
