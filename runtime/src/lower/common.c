@@ -67,6 +67,14 @@ tpu_val_t tpu_lower_const_like(tpu_lower_ctx_t* cx, tpu_val_t v, double value) {
   return tpu_ir_const(cx->g, t->dtype, value, t->dims, t->rank);
 }
 
+const int64_t tpu_all_dims[TPU_MAX_RANK] = {0, 1, 2, 3, 4, 5, 6, 7};
+
+tpu_val_t tpu_lower_splat_like(tpu_lower_ctx_t* cx, tpu_val_t scalar, tpu_val_t like) {
+  if (!tpu_graph_ok(cx->g)) return TPU_VAL_NONE;
+  const tpu_type_t* t = tpu_ir_type(cx->g, like);
+  return tpu_ir_broadcast(cx->g, scalar, t->dims, t->rank, NULL);
+}
+
 tpu_status_t tpu_lower_broadcast_inputs(tpu_lower_ctx_t* cx, const int* args,
                                         int n, tpu_dtype_t dtype,
                                         tpu_val_t* out) {

@@ -72,6 +72,14 @@ static inline tpu_val_t tpu_ew_cmp_k(tpu_lower_ctx_t* cx, tpu_cmp_t cmp,
 // PyTorch's error when arguments a and b have no common dtype (the unsigned
 // 16-64 bit integers promote with nothing else).
 TPU_MUST_USE tpu_status_t tpu_ew_promotion_error(tpu_lower_ctx_t* cx, int a, int b);
+// Whether v has a floating-point dtype (false once the graph failed).
+bool tpu_ew_is_float(tpu_graph_t* g, tpu_val_t v);
+// The same-width integer type of a float type (for bit manipulation).
+tpu_dtype_t tpu_ew_bits_dtype(tpu_dtype_t t);
+// x's bits as `dtype` (of the same width).
+tpu_val_t tpu_ew_bitcast(tpu_graph_t* g, tpu_val_t x, tpu_dtype_t dtype);
+// x rounded toward zero (zero: a zero like x).
+tpu_val_t tpu_ew_trunc(tpu_graph_t* g, tpu_val_t x, tpu_val_t zero);
 // |a| with the sign bit of b (also of -0.0 and NaN).
 tpu_val_t tpu_ew_copysign(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b);
 // A 0-d number input of x's dtype broadcast to x's shape (numbers are

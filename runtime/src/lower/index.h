@@ -1,6 +1,6 @@
 // Private to the indexing lowerings (lower_index.c, lower_advanced_index.c,
-// lower_mask.c, lower_shape.c): values, index checks and flat gathers and
-// scatters they share. Defined in lower_index.c.
+// lower_mask.c, lower_shape.c, lower_scatter.c): values, index checks and
+// flat gathers and scatters they share. Defined in lower_index.c.
 #ifndef TPU_LOWER_INDEX_H_
 #define TPU_LOWER_INDEX_H_
 
@@ -39,6 +39,16 @@ tpu_val_t tpu_ix_nonzero_mask(tpu_graph_t* g, tpu_val_t x, tpu_dtype_t t, const 
 tpu_val_t tpu_ix_checked_index(tpu_lower_ctx_t* cx, tpu_val_t idx, const int64_t* d, int n,
                                int64_t size, bool wrap, tpu_code_t code, const char* fmt, ...)
     TPU_PRINTF(8, 9);
+// The shape that index ops treat argument `arg` as (0-d counts as 1-d of
+// size 1) in d; returns its rank.
+int tpu_ix_nonempty_shape(const tpu_lower_ctx_t* cx, int arg, int64_t* d);
+// A 0-d or 1-d index argument as a 1-D i64 value of *m entries.
+tpu_val_t tpu_ix_index_vector(tpu_lower_ctx_t* cx, int arg, int64_t* m);
+// The checks index_add / index_copy / index_reduce share: a vector index
+// (argument 2) of m entries, source (argument 3) shaped like self elsewhere
+// and of its dtype; `shape_code` is PyTorch's code for a shape mismatch.
+TPU_MUST_USE tpu_status_t tpu_ix_check_index_source(tpu_lower_ctx_t* cx, const char* op,
+                                                    int64_t dim, int64_t m, tpu_code_t shape_code);
 // Row-major strides of a contiguous shape.
 void tpu_ix_strides_of(const int64_t* d, int n, int64_t* st);
 // Inclusive prefix sum of a 1-D integer value of n entries.

@@ -132,6 +132,8 @@ tpu_val_t tpu_lower_expand(tpu_lower_ctx_t* cx, tpu_val_t v,
 TPU_MUST_USE tpu_status_t tpu_wrap_dim(int64_t dim, int rank, int64_t* out);
 // A scalar constant of `dtype` splatted to the shape of v.
 tpu_val_t tpu_lower_const_like(tpu_lower_ctx_t* cx, tpu_val_t v, double value);
+// A 0-d value broadcast to the shape of `like`.
+tpu_val_t tpu_lower_splat_like(tpu_lower_ctx_t* cx, tpu_val_t scalar, tpu_val_t like);
 
 // a @ b contracting a's last dim with b's dim `batch` (batch dims first, in
 // both), accumulating half precision in float; result dtype `out`.
@@ -193,6 +195,9 @@ void tpu_dims_str(const int64_t* d, int rank, const char* sep, char* out, size_t
 // Element j of an output_mask (bool[]) argument i; true when absent.
 bool tpu_arg_mask_bit(const tpu_lower_ctx_t* cx, int i, int j);
 #define tpu_invalid(...) tpu_status_make(TPU_CODE_INVALID_ARGUMENT, __VA_ARGS__)
+// 0, 1, ..., TPU_MAX_RANK - 1: the dimensions of a reduction over all of a
+// value's dimensions (its first `rank` entries).
+extern const int64_t tpu_all_dims[TPU_MAX_RANK];
 // PyTorch's error for a kernel that has no implementation for a dtype.
 #define tpu_not_implemented(kernel, dtype)                                              \
   tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'", (kernel), \

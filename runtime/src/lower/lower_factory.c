@@ -40,13 +40,6 @@ static tpu_val_t number(tpu_lower_ctx_t* cx, double v, tpu_dtype_t t) {
   return tpu_lower_number(cx, v, t);
 }
 
-// A 0-d value broadcast to the shape of `like`.
-static tpu_val_t splat(tpu_lower_ctx_t* cx, tpu_val_t scalar, tpu_val_t like) {
-  if (!tpu_graph_ok(cx->g)) return TPU_VAL_NONE;
-  const tpu_type_t* t = tpu_ir_type(cx->g, like);
-  return tpu_ir_broadcast(cx->g, scalar, t->dims, t->rank, NULL);
-}
-
 static tpu_val_t empty1d(tpu_lower_ctx_t* cx, tpu_dtype_t t) {
   int64_t zero = 0;
   return tpu_ir_const(cx->g, t, 0, &zero, 1);
@@ -108,8 +101,8 @@ tpu_status_t tpu_lower_arange(tpu_lower_ctx_t* cx) {
   tpu_val_t idx = tpu_ir_iota(g, compute, &n, 1, 0);
   // start + step * i in accscalar (int64 for integers: the numbers truncate)
   tpu_val_t sv = tpu_lower_input(cx, 0, compute), dv = tpu_lower_input(cx, 2, compute);
-  tpu_val_t v = tpu_ir_binary(g, TPU_IR_ADD, splat(cx, sv, idx),
-                              tpu_ir_binary(g, TPU_IR_MUL, splat(cx, dv, idx), idx));
+  tpu_val_t v = tpu_ir_binary(g, TPU_IR_ADD, tpu_lower_splat_like(cx, sv, idx),
+                              tpu_ir_binary(g, TPU_IR_MUL, tpu_lower_splat_like(cx, dv, idx), idx));
   tpu_lower_out(cx, 0, tpu_ir_convert(g, v, t));
   return TPU_OK;
 }
@@ -129,12 +122,12 @@ static tpu_val_t spaced(tpu_lower_ctx_t* cx, tpu_val_t start, tpu_val_t end, int
   // constant into a multiplication by its inexact reciprocal.
   tpu_val_t step = R(tpu_ir_binary(g, TPU_IR_DIV, R(tpu_ir_binary(g, TPU_IR_SUB, end, start)),
                                    tpu_lower_number(cx, (double)(steps - 1), compute)));
-  tpu_val_t sv = splat(cx, step, idx);
-  tpu_val_t lo = R(tpu_ir_binary(g, TPU_IR_ADD, splat(cx, start, idx),
+  tpu_val_t sv = tpu_lower_splat_like(cx, step, idx);
+  tpu_val_t lo = R(tpu_ir_binary(g, TPU_IR_ADD, tpu_lower_splat_like(cx, start, idx),
                                  R(tpu_ir_binary(g, TPU_IR_MUL, sv, idx))));
   tpu_val_t back = tpu_ir_binary(g, TPU_IR_SUB, tpu_ir_const(g, compute, (double)(steps - 1), &steps, 1),
                                  idx);
-  tpu_val_t hi = R(tpu_ir_binary(g, TPU_IR_SUB, splat(cx, end, idx),
+  tpu_val_t hi = R(tpu_ir_binary(g, TPU_IR_SUB, tpu_lower_splat_like(cx, end, idx),
                                  R(tpu_ir_binary(g, TPU_IR_MUL, sv, back))));
 #undef R
   tpu_val_t first = tpu_ir_compare(g, TPU_CMP_LT, idx,
@@ -236,7 +229,8 @@ tpu_status_t tpu_lower_logspace(tpu_lower_ctx_t* cx) {
       z = complex_spaced(cx, steps, t);
     }
     tpu_val_t lb = tpu_ir_convert(g, number(cx, log(base), real_of(t)), t);
-    v = tpu_ir_unary(g, TPU_IR_EXP, tpu_ir_binary(g, TPU_IR_MUL, z, splat(cx, lb, z)));
+    v = tpu_ir_unary(g, TPU_IR_EXP,
+                     tpu_ir_binary(g, TPU_IR_MUL, z, tpu_lower_splat_like(cx, lb, z)));
     tpu_lower_out(cx, 0, v);
     return TPU_OK;
   }
@@ -255,7 +249,7 @@ tpu_status_t tpu_lower_logspace(tpu_lower_ctx_t* cx) {
     tpu_val_t e = tpu_ir_convert(g, tpu_lower_input(cx, 1, t), c);
     x = spaced(cx, s, e, steps, c, c);
   }
-  v = tpu_ir_binary(g, TPU_IR_POW, splat(cx, number(cx, base, c), x), x);
+  v = tpu_ir_binary(g, TPU_IR_POW, tpu_lower_splat_like(cx, number(cx, base, c), x), x);
   tpu_lower_out(cx, 0, tpu_ir_convert(g, v, t));
   return TPU_OK;
 }

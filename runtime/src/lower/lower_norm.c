@@ -66,18 +66,12 @@ static tpu_val_t scale(tpu_graph_t* g, tpu_val_t v, double factor) {
   const tpu_type_t* t = tpu_ir_type(g, v);
   return tpu_ir_binary(g, TPU_IR_DIV, v, tpu_ir_const(g, t->dtype, factor, t->dims, t->rank));
 }
-// A 0-d input splatted to v's shape.
-static tpu_val_t splat(tpu_graph_t* g, tpu_val_t s, tpu_val_t like) {
-  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
-  const tpu_type_t* t = tpu_ir_type(g, like);
-  return tpu_ir_broadcast(g, s, t->dims, t->rank, NULL);
-}
 
 // rsqrt(var + eps) with eps argument `eps_arg`.
 static tpu_val_t rstd_of(tpu_lower_ctx_t* cx, tpu_val_t var, int eps_arg) {
   tpu_graph_t* g = cx->g;
   tpu_val_t eps = tpu_lower_input(cx, eps_arg, tpu_ir_dtype(g, var));
-  return tpu_ir_unary(g, TPU_IR_RSQRT, add(g, var, splat(g, eps, var)));
+  return tpu_ir_unary(g, TPU_IR_RSQRT, add(g, var, tpu_lower_splat_like(cx, eps, var)));
 }
 
 // The per-element backward of a normalization over `rd` (the statistics
@@ -272,7 +266,7 @@ tpu_status_t tpu_lower_rms_norm(tpu_lower_ctx_t* cx) {
   } else {
     double eps = acc == TPU_F64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
     tpu_val_t e = tpu_lower_number(cx, eps, acc);
-    rstd = tpu_ir_unary(g, TPU_IR_RSQRT, add(g, ms, splat(g, e, ms)));
+    rstd = tpu_ir_unary(g, TPU_IR_RSQRT, add(g, ms, tpu_lower_splat_like(cx, e, ms)));
   }
   tpu_val_t y = mul(g, x, expand_as(g, rstd, x, n.bd));
   if (tpu_arg_is_tensor(cx, 2)) y = mul(g, y, inner_param(cx, 2, x, axis, acc));

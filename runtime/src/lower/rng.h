@@ -1,0 +1,35 @@
+// Private to the random-number lowerings (lower_rng.c, lower_rng_discrete.c):
+// this op's random words and the floats and variates made from them.
+#ifndef TPU_LOWER_RNG_H_
+#define TPU_LOWER_RNG_H_
+
+#include "lower/lower.h"
+
+// Random words of `dtype` (U32 or U64) and shape `dims`, this op's stream.
+tpu_val_t tpu_rng_words(tpu_lower_ctx_t* cx, tpu_dtype_t dtype, const int64_t* dims, int rank);
+// Significand bits of a float dtype (numeric_limits<T>::digits).
+int tpu_rng_float_digits(tpu_dtype_t t);
+// Words wide enough for floats computed in `compute`.
+tpu_dtype_t tpu_rng_words_for(tpu_dtype_t compute);
+// Uniform in [0, 1) on the grid of 2^-digits, from the top `digits` bits of
+// each word, in `compute` (exact: digits fit its significand).
+tpu_val_t tpu_rng_unit_closed_open(tpu_lower_ctx_t* cx, tpu_val_t words, tpu_dtype_t compute,
+                                   int digits);
+// -log(u) for u in (0, 1]: Exp(1) variates, never 0.
+tpu_val_t tpu_rng_exp1(tpu_lower_ctx_t* cx, tpu_dtype_t compute, const int64_t* dims, int rank);
+// The largest finite value of a float dtype.
+double tpu_rng_dtype_max(tpu_dtype_t t);
+// PyTorch's spelling of C++ type names in some messages.
+const char* tpu_rng_c_type_name(tpu_dtype_t t);
+
+// a <op> the constant b (b splatted to a's shape).
+static inline tpu_val_t tpu_rng_bin(tpu_lower_ctx_t* cx, tpu_ir_op_t op, tpu_val_t a, double b) {
+  return tpu_ir_binary(cx->g, op, a, tpu_lower_const_like(cx, a, b));
+}
+
+// The argument tensor that in-place random ops fill (self).
+static inline const tpu_view_t* tpu_rng_self(const tpu_lower_ctx_t* cx) {
+  return tpu_arg(cx, 0)->tensor;
+}
+
+#endif  // TPU_LOWER_RNG_H_
