@@ -37,9 +37,9 @@ test-c: build
 test-py: build
 	$(PY) -m pytest tests
 
-# The op, view and model tests again in fused mode: the modes must agree.
+# Every Python test again in fused mode: the modes must agree.
 test-fused: build
-	TORCHTPU_MODE=fused $(PY) -m pytest tests/test_ops_*.py tests/test_views.py tests/test_models.py
+	TORCHTPU_MODE=fused $(PY) -m pytest tests
 
 test: test-c test-py
 

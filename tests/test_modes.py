@@ -117,17 +117,32 @@ def test_a_loop_that_reads_nothing_back_keeps_no_old_results(name):
     assert torchtpu.metrics()["compiles"] == compiles
 
 
-def test_failed_op_poisons_only_results_still_held():
-    x = torch.arange(4.0, device="tpu")
-    bad = torch.tensor([0, 9], device="tpu")
-    y = x.index_select(0, bad)
-    z = x.index_select(0, bad)
-    z.fill_(2.0)  # overwritten before anything was read back
-    with pytest.raises(IndexError, match="out of range"):
-        torch.tpu.synchronize()
+@pytest.mark.parametrize("name", ["strict", "fused"])
+def test_failed_op_poisons_only_results_still_held(name):
+    with torchtpu.mode(name):
+        x = torch.arange(4.0, device="tpu")
+        bad = torch.tensor([0, 9], device="tpu")
+        y = x.index_select(0, bad)
+        z = x.index_select(0, bad)
+        z.fill_(2.0)  # overwritten before anything was read back
+        u = x + 1  # not computed from the failed op
+        with pytest.raises(IndexError, match="out of range"):
+            torch.tpu.synchronize()
     with pytest.raises(IndexError, match="failed"):
         y.cpu()
     assert z.cpu().tolist() == [2.0, 2.0]
+    assert u.cpu().tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_fused_failure_poisons_what_the_graph_computed_from_it():
+    with torchtpu.mode("fused"):
+        x = torch.arange(4.0, device="tpu")
+        y = x.index_select(0, torch.tensor([0, 9], device="tpu"))
+        w = y * 2 + 1  # recorded in the same graph as the failing op
+        with pytest.raises(IndexError, match="out of range"):
+            torch.tpu.synchronize()
+    with pytest.raises(IndexError, match="failed"):
+        w.cpu()
 
 
 def test_debug_mode_counts_a_host_sync_per_op():

@@ -40,8 +40,10 @@ typedef struct tpu_pending_check {
   tpu_buffer_t* code;  // i32: 0 ok, k = assertion k-1 failed
   int num_asserts;
   tpu_status_t* statuses;
-  // The slots the graph wrote, poisoned when an assertion failed if they
-  // still hold the graph's results (their version is unchanged). A check
+  // The slots the graph wrote with suspect values (see tpu_dev_t), poisoned
+  // when an assertion failed if they still hold the graph's results (their
+  // version is unchanged); a result computed from none of the asserting
+  // ops' results stays readable. A check
   // holds them weakly: one that dies first is set to NULL, so a loop that
   // reads nothing back does not keep every step's results alive.
   int num_written;
@@ -78,6 +80,12 @@ typedef struct tpu_dev {
   int num_written, written_cap;
   tpu_assert_t* asserts;
   int num_asserts, asserts_cap;
+  // What a failed assertion poisons: the values that ops with assertions
+  // wrote, and every value computed from them (all, if `suspects` ran out
+  // of memory).
+  tpu_val_t* suspects;
+  int num_suspects, suspects_cap;
+  bool suspect_all;
   tpu_undo_t* undo;  // rewrites of slots by the op being recorded
   int num_undo, undo_cap;
   uint32_t param_epoch;  // bumped when a rollback drops parameters
@@ -124,6 +132,9 @@ tpu_val_t tpu_dev_param(tpu_dev_t* d, tpu_buffer_t* b);
 // A number (bits of `dtype`) as a 0-d input, from the device's cache.
 tpu_val_t tpu_dev_scalar(tpu_dev_t* d, tpu_dtype_t dtype, const void* bits);
 void tpu_dev_assert(tpu_dev_t* d, tpu_val_t bad, tpu_status_t status);
+// After an op that asserted (since `mark`): the slot values it wrote are
+// suspect.
+void tpu_dev_suspect_writes(tpu_dev_t* d, const tpu_mark_t* mark);
 // Marks the start of an op; rolls a failed op back to its mark.
 void tpu_dev_begin(tpu_dev_t* d, tpu_mark_t* mark);
 void tpu_dev_rollback(tpu_dev_t* d, const tpu_mark_t* mark);

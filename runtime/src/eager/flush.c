@@ -42,6 +42,8 @@ static void clear_graph(tpu_dev_t* d) {
   d->num_written = 0;
   for (int i = 0; i < d->num_asserts; ++i) tpu_status_free(d->asserts[i].status);
   d->num_asserts = 0;
+  d->num_suspects = 0;
+  d->suspect_all = false;
   d->num_undo = 0;
   d->num_ops = 0;
   d->first_op = -1;
@@ -155,6 +157,19 @@ static void hold_donated(tpu_dev_t* d, const tpu_program_output_t* outs, int n,
     tpu_buffer_retain(b);
     d->donated[d->num_donated++] = b;
   }
+}
+
+// Flags (per node) the values a failed assertion of the graph would
+// poison: those computed from what an op with an assertion wrote. NULL:
+// all of them (out of memory).
+static bool* suspect_values(tpu_dev_t* d) {
+  if (d->suspect_all) return NULL;
+  tpu_graph_t* g = d->graph;
+  bool* marked = tpu_calloc((size_t)tpu_graph_node_count(g) + 1, sizeof *marked);
+  if (!marked) return NULL;
+  for (int i = 0; i < d->num_suspects; ++i) marked[d->suspects[i]] = true;
+  tpu_graph_mark_users(g, marked);
+  return marked;
 }
 
 // Remembers execution `seq` so that synchronize can wait for it. Executions
@@ -307,6 +322,7 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     }
     if (d->num_asserts) {
       tpu_pending_check_t* c = tpu_calloc(1, sizeof *c);
+      bool* suspect = suspect_values(d);
       if (c) {
         c->code = results[num_values];
         results[num_values] = NULL;
@@ -320,6 +336,7 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
             d->asserts[k].status = NULL;
           }
           for (int o = 0; o < num_values; ++o) {
+            if (suspect && !suspect[outs[o].value]) continue;
             c->slots[c->num_written] = out_slots[o];
             c->versions[c->num_written++] = out_slots[o]->version;
             ++out_slots[o]->checks;
@@ -329,6 +346,7 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
         *d->checks_tail = c;
         d->checks_tail = &c->next;
       }
+      tpu_free(suspect);
     }
     if (done) track(d, done, d->exec_seq);
     done = NULL;

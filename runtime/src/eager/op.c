@@ -384,6 +384,7 @@ tpu_status_t tpu_op_call(const tpu_call_t* call) {
   if (s) {
     tpu_dev_rollback(d, &mark);
   } else {
+    if (d->num_asserts > mark.num_asserts) tpu_dev_suspect_writes(d, &mark);
     s = tpu_dev_after_op(d, op);
   }
   tpu_dev_unlock(d);

@@ -193,6 +193,18 @@ void tpu_dev_assert(tpu_dev_t* d, tpu_val_t bad, tpu_status_t status) {
   d->asserts[d->num_asserts++] = (tpu_assert_t){bad, status};
 }
 
+static void suspect(tpu_dev_t* d, tpu_val_t v) {
+  if (grow((void**)&d->suspects, &d->suspects_cap, d->num_suspects + 1, sizeof *d->suspects))
+    d->suspects[d->num_suspects++] = v;
+  else
+    d->suspect_all = true;
+}
+
+void tpu_dev_suspect_writes(tpu_dev_t* d, const tpu_mark_t* m) {
+  for (int i = m->num_written; i < d->num_written; ++i) suspect(d, d->written[i]->pending);
+  for (int i = 0; i < d->num_undo; ++i) suspect(d, d->undo[i].slot->pending);
+}
+
 tpu_status_t tpu_slot_resize(tpu_slot_t* s, size_t nbytes) {
   tpu_dev_t* d;
   TPU_RETURN_IF_ERROR(tpu_dev_get(s->device, &d));

@@ -213,6 +213,7 @@ void tpu_runtime_shutdown(void) {
       tpu_free(d->params);
       tpu_free(d->written);
       tpu_free(d->asserts);
+      tpu_free(d->suspects);
       tpu_scalar_cache_destroy(d->scalars);
       mtx_destroy(&d->lock);
     }

@@ -167,6 +167,15 @@ tpu_hash_t tpu_ir_hash(const tpu_graph_t* g, tpu_val_t v) {
 tpu_ir_op_t tpu_ir_node_op(const tpu_graph_t* g, tpu_val_t v) {
   return g->nodes[v].op;
 }
+
+void tpu_graph_mark_users(const tpu_graph_t* g, bool* marked) {
+  // Operands precede their users, so one pass in order reaches them all.
+  for (int32_t i = 0; i < g->count; ++i) {
+    const tpu_node_t* n = &g->nodes[i];
+    for (int32_t k = 0; !marked[i] && k < n->num_operands; ++k) marked[i] = marked[n->operands[k]];
+  }
+}
+
 int32_t tpu_graph_param_count(const tpu_graph_t* g) { return g->num_params; }
 tpu_val_t tpu_graph_param(const tpu_graph_t* g, int32_t i) {
   return g->params[i];

@@ -192,6 +192,8 @@ int tpu_ir_rank(const tpu_graph_t* g, tpu_val_t v);
 const int64_t* tpu_ir_dims(const tpu_graph_t* g, tpu_val_t v);
 tpu_hash_t tpu_ir_hash(const tpu_graph_t* g, tpu_val_t v);
 tpu_ir_op_t tpu_ir_node_op(const tpu_graph_t* g, tpu_val_t v);
+// Extends `marked` (a flag per node) to every node computed from a marked one.
+void tpu_graph_mark_users(const tpu_graph_t* g, bool* marked);
 
 // Parameters are numbered in creation order. Each is a distinct input
 // (never merged by hash-consing).
