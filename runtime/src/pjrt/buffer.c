@@ -105,12 +105,37 @@ tpu_status_t tpu_buffer_from_host(tpu_client_t* c, int device,
   return tpu_buffer_wrap(c, device, a.buffer, out);
 }
 
+// Whether a buffer lives in host memory (the CPU plugin's) and can be read
+// in place. Flat buffers only: their layout is plain.
+static bool in_host_memory(tpu_buffer_t* b) {
+  const PJRT_Api* api = b->client->api;
+  if (b->rank > 1 || !tpu_pjrt_has(api, PJRT_SLOT_Buffer_IsOnCpu) ||
+      !tpu_pjrt_has(api, PJRT_SLOT_Buffer_UnsafePointer))
+    return false;
+  PJRT_ARGS(Buffer_IsOnCpu, a);
+  a.buffer = b->handle;
+  tpu_status_t s = PJRT_CALL(api, Buffer_IsOnCpu, a);
+  tpu_status_free(s);
+  return !s && a.is_on_cpu;
+}
+
 tpu_status_t tpu_buffer_to_host(tpu_buffer_t* b, void* dst, size_t dst_size) {
   if (dst_size < b->nbytes)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "host buffer of %zu bytes is too small for a device "
                            "buffer of %zu bytes", dst_size, b->nbytes);
   if (b->nbytes == 0) return tpu_buffer_await(b);
+  if (in_host_memory(b)) {
+    // Read in place once computed (its address is valid from then on):
+    // ToHostBuffer hands even a 4-byte copy to a worker thread and wakes
+    // this one after it, ~20 us per .item() on the CPU plugin.
+    TPU_RETURN_IF_ERROR(tpu_buffer_await(b));
+    PJRT_ARGS(Buffer_UnsafePointer, p);
+    p.buffer = b->handle;
+    TPU_RETURN_IF_ERROR(PJRT_CALL(b->client->api, Buffer_UnsafePointer, p));
+    memcpy(dst, (const void*)p.buffer_pointer, b->nbytes);
+    return TPU_OK;
+  }
   PJRT_ARGS(Buffer_ToHostBuffer, a);
   a.src = b->handle;
   a.dst = dst;
