@@ -103,6 +103,7 @@ int64_t steps_taken() { return step.load(std::memory_order_relaxed); }
 void reset_compile_sites() {
   std::lock_guard<std::mutex> g(lock);
   sites.clear();
+  step.store(0, std::memory_order_relaxed);  // a new loop may not train
 }
 
 }  // namespace torchtpu

@@ -125,6 +125,20 @@ def test_recompile_diagnostics():
     assert "keep compiling" in text
 
 
+def test_reset_metrics_forgets_optimizer_steps():
+    # After a training loop, a new loop that is not training must be judged
+    # by its compile count again (steps seen before would hide it).
+    p = torch.nn.Parameter(torch.ones(3, device="tpu"))
+    opt = torch.optim.SGD([p], lr=0.1)
+    for _ in range(2):
+        p.sum().backward()
+        opt.step()
+    torchtpu.reset_metrics()
+    for n in range(2, 7):
+        (torch.ones(n, 5, device="tpu") * 2.5).sum(0).cpu()  # a new shape each time
+    assert torchtpu.recompiles(), torchtpu.report(file=open(os.devnull, "w"))
+
+
 def test_warmup_compiles_are_not_recompiles():
     model = torch.nn.Sequential(torch.nn.Linear(6, 7), torch.nn.Linear(7, 3)).tpu()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -24,6 +24,8 @@ def recompiles(min_compiles: int = 3) -> list:
 
 
 def reset_metrics() -> None:
+    """Zeroes the counters of metrics() and forgets the compile sites and
+    optimizer steps that recompiles() looks at."""
     _C._reset_metrics()
 
 

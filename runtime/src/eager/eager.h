@@ -43,9 +43,9 @@ typedef struct tpu_pending_check {
   // The slots the graph wrote with suspect values (see tpu_dev_t), poisoned
   // when an assertion failed if they still hold the graph's results (their
   // version is unchanged); a result computed from none of the asserting
-  // ops' results stays readable. A check
-  // holds them weakly: one that dies first is set to NULL, so a loop that
-  // reads nothing back does not keep every step's results alive.
+  // ops' results stays readable. A check holds them weakly: one that dies
+  // first is set to NULL, so a loop that reads nothing back does not keep
+  // every step's results alive.
   int num_written;
   tpu_slot_t** slots;
   uint64_t* versions;

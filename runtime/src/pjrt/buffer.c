@@ -115,8 +115,9 @@ static bool in_host_memory(tpu_buffer_t* b) {
   PJRT_ARGS(Buffer_IsOnCpu, a);
   a.buffer = b->handle;
   tpu_status_t s = PJRT_CALL(api, Buffer_IsOnCpu, a);
+  bool on_cpu = !s && a.is_on_cpu;
   tpu_status_free(s);
-  return !s && a.is_on_cpu;
+  return on_cpu;
 }
 
 tpu_status_t tpu_buffer_to_host(tpu_buffer_t* b, void* dst, size_t dst_size) {

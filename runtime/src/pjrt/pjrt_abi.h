@@ -174,9 +174,9 @@ typedef void (*PJRT_Event_OnReadyCallback)(PJRT_Error* error, void* user_arg);
   X(Buffer_ToHostBuffer, 70, event, PJRT_Buffer* src; void* host_layout;       \
     void* dst; size_t dst_size; PJRT_Event* event;)                            \
   X(Buffer_IsOnCpu, 71, is_on_cpu, PJRT_Buffer* buffer; bool is_on_cpu;)       \
+  X(Buffer_ReadyEvent, 72, event, PJRT_Buffer* buffer; PJRT_Event* event;)     \
   X(Buffer_UnsafePointer, 73, buffer_pointer, PJRT_Buffer* buffer;             \
-    uintptr_t buffer_pointer;)                                                 \
-  X(Buffer_ReadyEvent, 72, event, PJRT_Buffer* buffer; PJRT_Event* event;)
+    uintptr_t buffer_pointer;)
 
 #define PJRT_DECLARE_ARGS(name, slot, last, fields) \
   typedef struct PJRT_##name##_Args {              \
