@@ -547,6 +547,16 @@ static tpu_val_t adaptive_counts(tpu_graph_t* g, int n, const int64_t* in, const
   return div;
 }
 
+// v (its trailing n dims are the windows) divided by the number of input
+// elements each window averages.
+static tpu_val_t divide_by_counts(tpu_graph_t* g, tpu_val_t v, int lead, int n,
+                                  const int64_t* in, const int64_t* out, tpu_dtype_t acc) {
+  tpu_type_t vt = *tpu_ir_type(g, v);  // a copy: building nodes may move the table
+  int64_t bd[3] = {lead, lead + 1, lead + 2};
+  tpu_val_t counts = tpu_ir_broadcast(g, adaptive_counts(g, n, in, out, acc), vt.dims, vt.rank, bd);
+  return tpu_ir_binary(g, TPU_IR_DIV, v, counts);
+}
+
 // _adaptive_avg_pool{2,3}d(self, output_size)
 static tpu_status_t adaptive_avg_pool(tpu_lower_ctx_t* cx, int n, const char* name) {
   int64_t out[3];
@@ -558,10 +568,7 @@ static tpu_status_t adaptive_avg_pool(tpu_lower_ctx_t* cx, int n, const char* na
   const int64_t* in = tpu_arg_sizes(cx, 0) + lead;
   tpu_val_t s = adaptive_contract(g, tpu_lower_tensor(cx, 0), lead, n, in, out, false, acc);
   if (!tpu_graph_ok(g)) return TPU_OK;
-  const tpu_type_t* st = tpu_ir_type(g, s);
-  int64_t bd[3] = {lead, lead + 1, lead + 2};
-  tpu_val_t div = tpu_ir_broadcast(g, adaptive_counts(g, n, in, out, acc), st->dims, st->rank, bd);
-  tpu_lower_out(cx, 0, tpu_ir_convert(g, tpu_ir_binary(g, TPU_IR_DIV, s, div), t));
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, divide_by_counts(g, s, lead, n, in, out, acc), t));
   return TPU_OK;
 }
 
@@ -582,12 +589,8 @@ static tpu_status_t adaptive_avg_pool_backward(tpu_lower_ctx_t* cx, int n, const
   if (tpu_arg_rank(cx, 0) != rank) return tpu_invalid("%s_backward: grad_output has the wrong rank", name);
   const int64_t *in = tpu_arg_sizes(cx, 1) + lead, *out = tpu_arg_sizes(cx, 0) + lead;
   tpu_val_t gy = tpu_lower_input(cx, 0, acc);
-  const tpu_type_t* gt = tpu_ir_type(g, gy);
   if (!tpu_graph_ok(g)) return TPU_OK;
-  int64_t bd[3] = {lead, lead + 1, lead + 2};
-  gy = tpu_ir_binary(g, TPU_IR_DIV, gy,
-                     tpu_ir_broadcast(g, adaptive_counts(g, n, in, out, acc), gt->dims,
-                                      gt->rank, bd));
+  gy = divide_by_counts(g, gy, lead, n, in, out, acc);
   tpu_val_t r = adaptive_contract(g, gy, lead, n, in, out, true, acc);
   tpu_lower_out(cx, 0, tpu_ir_convert(g, r, t));
   return TPU_OK;

@@ -141,6 +141,21 @@ static tpu_val_t scatter_into_self(tpu_lower_ctx_t* cx, tpu_val_t off, tpu_val_t
   return tpu_ir_reshape(g, x, xd, r0);
 }
 
+// scatter's and scatter_add's common part: self scattered with `body`.
+static tpu_status_t scatter_along(tpu_lower_ctx_t* cx, const char* name, tpu_body_t body) {
+  int64_t dim;
+  tpu_val_t off = TPU_VAL_NONE, upd = TPU_VAL_NONE;
+  int n;
+  bool empty;
+  TPU_RETURN_IF_ERROR(scatter_prepare(cx, name, 3, &dim, &off, &upd, &n, &empty));
+  if (empty || tpu_numel(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0)) == 0) {
+    tpu_lower_out(cx, 0, tpu_lower_tensor(cx, 0));
+    return TPU_OK;
+  }
+  tpu_lower_out(cx, 0, scatter_into_self(cx, off, upd, n, body));
+  return TPU_OK;
+}
+
 // scatter.src / .value (self, dim, index, src|value) and .reduce /
 // .value_reduce (..., *, str reduce)
 tpu_status_t tpu_lower_scatter(tpu_lower_ctx_t* cx) {
@@ -153,32 +168,12 @@ tpu_status_t tpu_lower_scatter(tpu_lower_ctx_t* cx) {
       return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                              "reduce argument must be either add or multiply.");
   }
-  int64_t dim;
-  tpu_val_t off = TPU_VAL_NONE, upd = TPU_VAL_NONE;
-  int n;
-  bool empty;
-  TPU_RETURN_IF_ERROR(scatter_prepare(cx, "scatter", 3, &dim, &off, &upd, &n, &empty));
-  if (empty || tpu_numel(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0)) == 0) {
-    tpu_lower_out(cx, 0, tpu_lower_tensor(cx, 0));
-    return TPU_OK;
-  }
-  tpu_lower_out(cx, 0, scatter_into_self(cx, off, upd, n, body));
-  return TPU_OK;
+  return scatter_along(cx, "scatter", body);
 }
 
 // scatter_add(Tensor self, int dim, Tensor index, Tensor src)
 tpu_status_t tpu_lower_scatter_add(tpu_lower_ctx_t* cx) {
-  int64_t dim;
-  tpu_val_t off = TPU_VAL_NONE, upd = TPU_VAL_NONE;
-  int n;
-  bool empty;
-  TPU_RETURN_IF_ERROR(scatter_prepare(cx, "scatter_add", 3, &dim, &off, &upd, &n, &empty));
-  if (empty || tpu_numel(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0)) == 0) {
-    tpu_lower_out(cx, 0, tpu_lower_tensor(cx, 0));
-    return TPU_OK;
-  }
-  tpu_lower_out(cx, 0, scatter_into_self(cx, off, upd, n, TPU_BODY_ADD));
-  return TPU_OK;
+  return scatter_along(cx, "scatter_add", TPU_BODY_ADD);
 }
 
 // The identity of a reduction in dtype t, splatted to d.
