@@ -74,6 +74,34 @@ def test_debug_log_prints_each_compiled_program_whole(tmp_path):
     assert longest.rstrip().endswith("}"), longest[-200:]
 
 
+UNSTORABLE_SCRIPT = textwrap.dedent("""
+    import json, torch, torchtpu
+    x = torch.arange(12.0, device="tpu").reshape(3, 4)
+    assert x.sum(1).tolist() == [6.0, 22.0, 38.0]
+    assert x.amax(0).tolist() == [8.0, 9.0, 10.0, 11.0]
+    m = torchtpu.metrics()
+    print(json.dumps({"compiles": m["compiles"], "disk_hits": m["disk_hits"]}))
+""")
+
+
+def test_program_the_plugin_cannot_serialize_warns_once_and_runs(tmp_path):
+    # The CPU plugin cannot serialize programs with XNNPACK kernels (here its
+    # reductions): they run, are compiled again by each process, and the
+    # user is told once per process.
+    env = dict(os.environ, TORCHTPU_CACHE_DIR=str(tmp_path),
+               XLA_FLAGS="--xla_cpu_experimental_xnn_fusion_type=reduce")
+    runs = [subprocess.run([sys.executable, "-c", UNSTORABLE_SCRIPT], env=env,
+                           capture_output=True, text=True) for _ in range(2)]
+    for out in runs:
+        assert out.returncode == 0, out.stderr
+        assert out.stderr.count("cannot be stored in the disk cache") == 1, out.stderr
+    import json
+    cold, warm = (json.loads(out.stdout.strip().splitlines()[-1]) for out in runs)
+    assert cold["disk_hits"] == 0
+    # the two reductions compile again; the rest (arange, reshape) load
+    assert warm["compiles"] == 2 and warm["disk_hits"] == cold["compiles"] - 2, (cold, warm)
+
+
 FLAGS_SCRIPT = textwrap.dedent("""
     import ctypes, torch, torchtpu
     torch.ones(1, device="tpu").cpu()

@@ -33,6 +33,7 @@ struct tpu_disk_cache {
   char* dir;
   tpu_hash_t identity;
   int64_t max_bytes;
+  bool warned_unstorable;  // the plugin could not serialize an executable
 };
 
 static tpu_status_t make_dirs(const char* path) {
@@ -185,8 +186,12 @@ void tpu_disk_cache_store(tpu_disk_cache_t* c, tpu_hash_t key, int num_replicas,
   char* data = NULL;
   size_t size = 0;
   tpu_status_t s = tpu_executable_serialize(exe, &data, &size);
-  if (s) {  // some plugins cannot serialize: the memory tier still works
-    tpu_log(TPU_LOG_INFO, "not caching an executable on disk: %s", tpu_status_message(s));
+  if (s) {  // the memory tier still works; said once, as it costs every later process
+    tpu_log(c->warned_unstorable ? TPU_LOG_INFO : TPU_LOG_WARN,
+            "a compiled program cannot be stored in the disk cache, so every process "
+            "compiles it again: %s",
+            tpu_status_message(s));
+    c->warned_unstorable = true;
     tpu_status_free(s);
     return;
   }
