@@ -102,6 +102,34 @@ def test_program_the_plugin_cannot_serialize_warns_once_and_runs(tmp_path):
     assert warm["compiles"] == 2 and warm["disk_hits"] == cold["compiles"] - 2, (cold, warm)
 
 
+EVICT_SCRIPT = textwrap.dedent("""
+    import json, sys, torch, torchtpu
+    for n in map(int, sys.argv[1:]):
+        (torch.ones(n, device="tpu") * 2).cpu()
+    m = torchtpu.metrics()
+    print(json.dumps({"compiles": m["compiles"], "disk_hits": m["disk_hits"]}))
+""")
+
+
+def test_disk_cache_keeps_to_its_size_limit_dropping_least_recently_used(tmp_path):
+    limit = 40_000  # about ten of these small programs
+    env = dict(os.environ, TORCHTPU_CACHE_DIR=str(tmp_path),
+               TORCHTPU_CACHE_MAX_BYTES=str(limit))
+
+    def run_sizes(*sizes):
+        out = subprocess.run([sys.executable, "-c", EVICT_SCRIPT, *map(str, sizes)], env=env,
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        import json
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    assert run_sizes(*range(1, 21))["compiles"] >= 20  # several times the limit
+    entries = list(tmp_path.glob("*.tpuexe"))
+    assert entries and sum(p.stat().st_size for p in entries) <= limit
+    assert run_sizes(20)["compiles"] == 0  # the newest programs stayed
+    assert run_sizes(1)["compiles"] > 0  # the oldest went
+
+
 FLAGS_SCRIPT = textwrap.dedent("""
     import ctypes, torch, torchtpu
     torch.ones(1, device="tpu").cpu()

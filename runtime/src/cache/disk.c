@@ -7,6 +7,11 @@
 // directory never see half-written entries. A file whose header or hash does
 // not match is ignored (and recompiled), never trusted. When the directory
 // grows past TORCHTPU_CACHE_MAX_BYTES the least recently used files go.
+// Counting the directory stats every file (a used cache holds 100k), so a
+// process counts it at its first store, then only when its own tally (the
+// last count plus what it stored since) passes the limit, or a minute after
+// the last count, as other processes store too: the limit is soft by what
+// they wrote in that minute.
 #include "cache/disk.h"
 
 #include <dirent.h>
@@ -15,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <threads.h>
 #include <time.h>
 #include <unistd.h>
 #include <utime.h>
@@ -33,6 +39,9 @@ struct tpu_disk_cache {
   char* dir;
   tpu_hash_t identity;
   int64_t max_bytes;
+  mtx_t lock;           // stores run outside the compile cache's lock
+  int64_t bytes;        // the last count plus what this process stored since
+  time_t counted_at;    // when the directory was last counted (0: never)
   bool warned_unstorable;  // the plugin could not serialize an executable
 };
 
@@ -71,6 +80,11 @@ tpu_status_t tpu_disk_cache_open(tpu_hash_t identity, tpu_disk_cache_t** out) {
   if (!c) return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory");
   c->dir = tpu_strdup(dir);
   c->identity = identity;
+  if (mtx_init(&c->lock, mtx_plain) != thrd_success) {
+    tpu_free(c->dir);
+    tpu_free(c);
+    return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "cannot create a mutex");
+  }
   const char* max = getenv("TORCHTPU_CACHE_MAX_BYTES");
   c->max_bytes = max && *max ? strtoll(max, NULL, 10) : (int64_t)4 << 30;
   *out = c;
@@ -79,6 +93,7 @@ tpu_status_t tpu_disk_cache_open(tpu_hash_t identity, tpu_disk_cache_t** out) {
 
 void tpu_disk_cache_close(tpu_disk_cache_t* c) {
   if (!c) return;
+  mtx_destroy(&c->lock);
   tpu_free(c->dir);
   tpu_free(c);
 }
@@ -134,17 +149,19 @@ tpu_status_t tpu_disk_cache_load(tpu_disk_cache_t* c, tpu_client_t* client,
 
 typedef struct file_info {
   char name[64];
-  time_t mtime;
+  int64_t mtime_ns;  // entries stored in the same second still have an order
   int64_t size;
 } file_info_t;
 
 static int by_mtime(const void* a, const void* b) {
   const file_info_t *x = a, *y = b;
-  return x->mtime < y->mtime ? -1 : x->mtime > y->mtime;
+  return x->mtime_ns < y->mtime_ns ? -1 : x->mtime_ns > y->mtime_ns;
 }
 
-// Deletes the least recently used entries until the directory fits.
-static void evict(tpu_disk_cache_t* c) {
+// Counts the directory and deletes the least recently used entries until it
+// fits.
+static void count_and_evict(tpu_disk_cache_t* c) {
+  c->counted_at = time(NULL);
   DIR* d = opendir(c->dir);
   if (!d) return;
   file_info_t* files = NULL;
@@ -165,7 +182,7 @@ static void evict(tpu_disk_cache_t* c) {
       files = p;
     }
     snprintf(files[n].name, sizeof files[n].name, "%s", e->d_name);
-    files[n].mtime = st.st_mtime;
+    files[n].mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
     files[n].size = (int64_t)st.st_size;
     total += files[n++].size;
   }
@@ -179,6 +196,7 @@ static void evict(tpu_disk_cache_t* c) {
     }
   }
   tpu_free(files);
+  c->bytes = total;
 }
 
 void tpu_disk_cache_store(tpu_disk_cache_t* c, tpu_hash_t key, int num_replicas,
@@ -187,11 +205,14 @@ void tpu_disk_cache_store(tpu_disk_cache_t* c, tpu_hash_t key, int num_replicas,
   size_t size = 0;
   tpu_status_t s = tpu_executable_serialize(exe, &data, &size);
   if (s) {  // the memory tier still works; said once, as it costs every later process
-    tpu_log(c->warned_unstorable ? TPU_LOG_INFO : TPU_LOG_WARN,
+    mtx_lock(&c->lock);
+    bool warned = c->warned_unstorable;
+    c->warned_unstorable = true;
+    mtx_unlock(&c->lock);
+    tpu_log(warned ? TPU_LOG_INFO : TPU_LOG_WARN,
             "a compiled program cannot be stored in the disk cache, so every process "
             "compiles it again: %s",
             tpu_status_message(s));
-    c->warned_unstorable = true;
     tpu_status_free(s);
     return;
   }
@@ -217,5 +238,9 @@ void tpu_disk_cache_store(tpu_disk_cache_t* c, tpu_hash_t key, int num_replicas,
     tpu_log(TPU_LOG_INFO, "could not write cache entry %s", path);
   }
   tpu_free(data);
-  if (ok) evict(c);
+  if (!ok) return;
+  mtx_lock(&c->lock);
+  c->bytes += (int64_t)(sizeof h + size);
+  if (c->bytes > c->max_bytes || time(NULL) - c->counted_at >= 60) count_and_evict(c);
+  mtx_unlock(&c->lock);
 }
