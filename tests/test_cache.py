@@ -1,5 +1,6 @@
 """The compile cache: memory hits, the disk tier across processes, the
 no-compile assertion, recompile diagnostics."""
+import json
 import os
 import subprocess
 import sys
@@ -23,7 +24,6 @@ SCRIPT = textwrap.dedent("""
 def run(env):
     out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    import json
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -95,7 +95,6 @@ def test_program_the_plugin_cannot_serialize_warns_once_and_runs(tmp_path):
     for out in runs:
         assert out.returncode == 0, out.stderr
         assert out.stderr.count("cannot be stored in the disk cache") == 1, out.stderr
-    import json
     cold, warm = (json.loads(out.stdout.strip().splitlines()[-1]) for out in runs)
     assert cold["disk_hits"] == 0
     # the two reductions compile again; the rest (arange, reshape) load
@@ -120,7 +119,6 @@ def test_disk_cache_keeps_to_its_size_limit_dropping_least_recently_used(tmp_pat
         out = subprocess.run([sys.executable, "-c", EVICT_SCRIPT, *map(str, sizes)], env=env,
                              capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
-        import json
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     assert run_sizes(*range(1, 21))["compiles"] >= 20  # several times the limit
