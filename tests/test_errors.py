@@ -100,6 +100,25 @@ def test_poisoned_result_raises_again_and_device_recovers():
     still_works()
 
 
+def test_ops_on_a_poisoned_tensor_raise_and_device_recovers():
+    # Each op's lowering goes on to its end after the failed read (the
+    # error is taken after it): shapes it asks of the missing value must
+    # stay in bounds (a crash once, in a reduction's backward).
+    y = torch.arange(4.0, device="tpu").index_select(0, torch.tensor([0, 9], device="tpu"))
+    m = torch.ones(2, 2, device="tpu")
+    with pytest.raises(IndexError, match="out of range"):
+        torch.tpu.synchronize()
+    ops = [lambda t: t.var(0), lambda t: t.log_softmax(0), lambda t: t.softmax(0),
+           lambda t: t.std(), lambda t: t.norm(), lambda t: t.cumsum(0),
+           lambda t: t.sort(), lambda t: t.topk(1), lambda t: m @ t,
+           lambda t: torch.nn.functional.layer_norm(t, (2,)),
+           lambda t: torch.nn.functional.cross_entropy(m, t.long())]
+    for op in ops:
+        with pytest.raises(IndexError, match="failed"):
+            op(y)
+    still_works()
+
+
 def test_debug_mode_raises_at_the_op():
     import torchtpu
     x = torch.arange(4.0, device="tpu")

@@ -145,27 +145,32 @@ void tpu_graph_fail(tpu_graph_t* g, tpu_status_t status) {
   else g->error = status;
 }
 
+// Once the graph has failed, builders return TPU_VAL_NONE and lowerings go
+// on to their end (the error is taken after): NONE reads as a node of no
+// operands and a 0-d type, so what they ask of it stays in bounds.
+static const tpu_node_t none_node;
+
 const tpu_node_t* tpu_graph_node(const tpu_graph_t* g, tpu_val_t v) {
-  return &g->nodes[v];
+  return v >= 0 && v < g->count ? &g->nodes[v] : &none_node;
 }
 
 const tpu_type_t* tpu_ir_type(const tpu_graph_t* g, tpu_val_t v) {
-  return &g->nodes[v].type;
+  return &tpu_graph_node(g, v)->type;
 }
 tpu_dtype_t tpu_ir_dtype(const tpu_graph_t* g, tpu_val_t v) {
-  return g->nodes[v].type.dtype;
+  return tpu_graph_node(g, v)->type.dtype;
 }
 int tpu_ir_rank(const tpu_graph_t* g, tpu_val_t v) {
-  return g->nodes[v].type.rank;
+  return tpu_graph_node(g, v)->type.rank;
 }
 const int64_t* tpu_ir_dims(const tpu_graph_t* g, tpu_val_t v) {
-  return g->nodes[v].type.dims;
+  return tpu_graph_node(g, v)->type.dims;
 }
 tpu_hash_t tpu_ir_hash(const tpu_graph_t* g, tpu_val_t v) {
-  return g->nodes[v].hash;
+  return tpu_graph_node(g, v)->hash;
 }
 tpu_ir_op_t tpu_ir_node_op(const tpu_graph_t* g, tpu_val_t v) {
-  return g->nodes[v].op;
+  return tpu_graph_node(g, v)->op;
 }
 
 void tpu_graph_mark_users(const tpu_graph_t* g, bool* marked) {

@@ -74,7 +74,6 @@ static tpu_val_t reduce_last(tpu_lower_ctx_t* cx, tpu_val_t x, tpu_dtype_t t, tp
 // A (d0..dn-1) value broadcast along a new last dim of size `n`.
 static tpu_val_t spread_last(tpu_lower_ctx_t* cx, tpu_val_t x, int64_t n) {
   const tpu_type_t* t = tpu_ir_type(cx->g, x);
-  if (!t) return TPU_VAL_NONE;
   int64_t dims[TPU_MAX_RANK], bdims[TPU_MAX_RANK];
   for (int i = 0; i < t->rank; ++i) dims[i] = t->dims[i], bdims[i] = i;
   dims[t->rank] = n;

@@ -56,7 +56,6 @@ static tpu_val_t keep_dims(tpu_lower_ctx_t* cx, tpu_val_t v, const int64_t* in_d
 static tpu_val_t unreduce(tpu_lower_ctx_t* cx, tpu_val_t v, tpu_val_t like,
                           const int64_t* dims, int n) {
   const tpu_type_t* t = tpu_ir_type(cx->g, like);
-  if (!t) return TPU_VAL_NONE;
   tpu_type_t shape = *t;
   bool reduced[TPU_MAX_RANK] = {0};
   for (int i = 0; i < n; ++i) reduced[dims[i]] = true;
@@ -322,7 +321,6 @@ tpu_status_t tpu_lower_aminmax(tpu_lower_ctx_t* cx) {
 static tpu_val_t arg_reduce(tpu_lower_ctx_t* cx, tpu_val_t x, int64_t dim, bool is_max) {
   tpu_graph_t* g = cx->g;
   const tpu_type_t* t = tpu_ir_type(g, x);
-  if (!t) return TPU_VAL_NONE;
   tpu_type_t shape = *t;
   tpu_val_t index = tpu_ir_iota(g, TPU_I64, shape.dims, shape.rank, (int)dim);
   return tpu_ir_reduce_arg(g, x, index, extreme(g, shape.dtype, !is_max),
@@ -569,7 +567,6 @@ tpu_status_t tpu_lower_logsumexp(tpu_lower_ctx_t* cx) {
 static tpu_val_t scan(tpu_lower_ctx_t* cx, tpu_val_t x, int dim, tpu_ir_op_t op, double identity) {
   tpu_graph_t* g = cx->g;
   const tpu_type_t* t = tpu_ir_type(g, x);
-  if (!t) return TPU_VAL_NONE;
   tpu_type_t shape = *t;
   int64_t len = shape.dims[dim];
   tpu_val_t id = tpu_ir_const(g, shape.dtype, identity, NULL, 0);
