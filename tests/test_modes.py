@@ -145,6 +145,55 @@ def test_fused_failure_poisons_what_the_graph_computed_from_it():
         w.cpu()
 
 
+@pytest.mark.parametrize("name", ["strict", "fused"])
+def test_failure_poisons_what_later_executions_computed_from_it(name):
+    # Each `with` block ends in a flush: y, z and w come from three
+    # executions, all launched before the error is read back.
+    with torchtpu.mode(name):
+        x = torch.arange(4.0, device="tpu")
+        y = x.index_select(0, torch.tensor([0, 9], device="tpu"))
+    with torchtpu.mode(name):
+        z = y * 2
+        v = x * 2
+    with torchtpu.mode(name):
+        w = v[:2] + z.sum()
+        u = v + 1
+        with pytest.raises(IndexError, match="out of range"):
+            torch.tpu.synchronize()
+    for t in (y, z, w):
+        with pytest.raises(IndexError, match="index out of range in self"):
+            t.cpu()
+        with pytest.raises(IndexError, match="failed"):
+            t + 1  # using it fails too, not only reading it
+    assert u.cpu().tolist() == [1.0, 3.0, 5.0, 7.0]
+    w.copy_(torch.ones(2))  # a whole write clears it
+    assert w.cpu().tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("name", ["strict", "fused"])
+def test_a_bad_target_poisons_the_weights_it_updated(name):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 3).tpu()
+    saved = {k: v.cpu() for k, v in model.state_dict().items()}
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, bad = torch.randn(4, 8).tpu(), torch.tensor([0, 1, 2, 7]).tpu()
+    with torchtpu.mode(name):
+        torch.nn.functional.cross_entropy(model(x), bad).backward()
+        opt.step()  # updates the weights from gradients of a clamped target
+        with pytest.raises(IndexError, match="Target is out of bounds"):
+            torch.tpu.synchronize()
+    with pytest.raises(IndexError, match="failed"):
+        model.weight.cpu()
+    with pytest.raises(IndexError, match="failed"):
+        model(x)
+    model.load_state_dict(saved)  # restoring the weights recovers
+    good = torch.tensor([0, 1, 2, 1])
+    want = torch.nn.functional.cross_entropy(torch.nn.functional.linear(
+        x.cpu(), saved["weight"], saved["bias"]), good)
+    got = torch.nn.functional.cross_entropy(model(x), good.tpu())
+    assert torch.allclose(got.cpu(), want, atol=1e-6)
+
+
 def test_debug_mode_counts_a_host_sync_per_op():
     x = torch.randn(16).tpu()
     torch.tpu.synchronize()

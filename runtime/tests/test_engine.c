@@ -1,5 +1,5 @@
 // The engine: slots, views, ops, copies, modes, device-side errors.
-#include "tpu/engine.h"
+#include "eager/eager.h"
 #include "test.h"
 
 // prepare callback: fresh contiguous slots for every result.
@@ -159,4 +159,69 @@ void test_engine_cache_hits(void) {
   tpu_metrics_get(&m1);
   CHECK(m1.compiles == m0.compiles);
   CHECK(m1.cache_hits - m0.cache_hits >= 6);
+}
+
+static tpu_slot_t* upload_i64(const int64_t* data, int64_t n) {
+  tpu_slot_t* s = NULL;
+  CHECK_OK(tpu_slot_create(0, (size_t)n * 8, &s));
+  tpu_view_t v = tpu_view_contiguous(s, TPU_I64, &n, 1);
+  CHECK_OK(tpu_copy_from_host(&v, data));
+  return s;
+}
+
+// acc += x.index_select(0, index): an op with a device-side check; waits
+// until it ran, without reading the check.
+static tpu_status_t add_selected(const tpu_view_t* acc, const tpu_view_t* x,
+                                 const tpu_view_t* index) {
+  tpu_arg_t args[3] = {tensor_arg(x), {TPU_ARG_INT, 0, {0}}, tensor_arg(index)};
+  fresh_t f = {0};
+  tpu_call_t c = {tpu_op_lookup("index_select"), -1, args, 3, TPU_WRITE_NEW, NULL, 0,
+                  make_fresh, &f};
+  CHECK_OK(tpu_op_call(&c));
+  tpu_view_t y = tpu_view_contiguous(f.slots[0], TPU_F32, acc->sizes, 1);
+  tpu_arg_t add[2] = {tensor_arg(acc), tensor_arg(&y)};
+  tpu_status_t s = call_op("add", add, TPU_WRITE_INTO, into, (void*)acc);
+  tpu_slot_release(f.slots[0]);
+  if (!s) CHECK_OK(tpu_buffer_await(acc->slot->buffer));
+  return s;
+}
+
+// A loop that never reads back: checks that finished are read as new ones
+// are queued, so the set of checks a value depends on stays small; a
+// failure read that way is raised at the next sync, and then poisons what
+// was computed from the failed op since.
+void test_engine_unread_checks(void) {
+  CHECK_OK(tpu_runtime_init());
+  tpu_mode_set(TPU_MODE_STRICT);
+  float a[4] = {1, 2, 3, 4}, zero[2] = {0, 0}, out[2];
+  int64_t good[2] = {0, 3}, bad[2] = {0, 9}, n2 = 2, n4 = 4;
+  tpu_slot_t *sx = upload(a, 4), *sacc = upload(zero, 2);
+  tpu_slot_t *sgood = upload_i64(good, 2), *sbad = upload_i64(bad, 2);
+  tpu_view_t x = tpu_view_contiguous(sx, TPU_F32, &n4, 1);
+  tpu_view_t acc = tpu_view_contiguous(sacc, TPU_F32, &n2, 1);
+  tpu_view_t vgood = tpu_view_contiguous(sgood, TPU_I64, &n2, 1);
+  tpu_view_t vbad = tpu_view_contiguous(sbad, TPU_I64, &n2, 1);
+  tpu_dev_t* d;
+  CHECK_OK(tpu_dev_get(0, &d));
+  for (int i = 0; i < 50; ++i) CHECK_OK(add_selected(&acc, &x, &vgood));
+  int depends_on = sacc->suspicion ? sacc->suspicion->n : 0, unread = 0;
+  for (tpu_pending_check_t* c = d->checks; c; c = c->next) ++unread;
+  CHECK_MSG(depends_on <= 2 && unread <= 2, "after 50 steps: %d unread checks, a value of %d",
+            unread, depends_on);
+  CHECK_OK(tpu_synchronize(0));
+  CHECK_OK(tpu_copy_to_host(&acc, out, sizeof out));
+  CHECK(out[0] == 50 && out[1] == 200);
+  CHECK_OK(add_selected(&acc, &x, &vbad));
+  // The next ops read the failed check (it is done), and go on: the error
+  // is raised at the sync, as it would be had they not read it.
+  for (int i = 0; i < 3; ++i) CHECK_OK(add_selected(&acc, &x, &vgood));
+  CHECK(d->checks && !d->checks->next);  // only the last index_select's
+  CHECK_ERROR(tpu_synchronize(0), TPU_CODE_OUT_OF_RANGE, "index out of range");
+  CHECK_OK(tpu_synchronize(0));  // raised once
+  CHECK_ERROR(tpu_copy_to_host(&acc, out, sizeof out), TPU_CODE_OUT_OF_RANGE,
+              "holds the result of a computation that failed: index out of range");
+  tpu_slot_release(sx);
+  tpu_slot_release(sacc);
+  tpu_slot_release(sgood);
+  tpu_slot_release(sbad);
 }

@@ -5,15 +5,12 @@
 
 // A buffer holding exactly `v` (dense, the view's dtype): the slot's own
 // buffer when the view is all of it, else a computed copy. Flushes the
-// device, which is a deterministic flush point in fused mode.
+// device, which is a deterministic flush point in fused mode. The caller
+// checks the slot's poison after (see failed_value).
 static tpu_status_t materialize(tpu_dev_t* d, const tpu_view_t* v,
                                 tpu_buffer_t** out) {
   *out = NULL;
   tpu_slot_t* s = v->slot;
-  if (s->poison)
-    return tpu_status_annotate(tpu_status_clone(s->poison),
-                               "this tensor holds the result of a computation "
-                               "that failed");
   if (!(tpu_view_is_whole(v) && s->dtype == v->dtype && s->buffer &&
         s->pending_gen != d->gen)) {
     int64_t n = tpu_view_numel(v);
@@ -40,6 +37,14 @@ static tpu_status_t materialize(tpu_dev_t* d, const tpu_view_t* v,
   return TPU_OK;
 }
 
+// The error that makes the slot's value (materialized) wrong, or TPU_OK.
+static tpu_status_t failed_value(tpu_dev_t* d, tpu_slot_t* s) {
+  tpu_status_t p = tpu_dev_poison(d, s);
+  return p ? tpu_status_annotate(tpu_status_clone(p), "this tensor holds the result of a "
+                                                      "computation that failed")
+           : TPU_OK;
+}
+
 tpu_status_t tpu_copy_to_host(const tpu_view_t* src, void* data, size_t size) {
   int64_t n = tpu_view_numel(src);
   size_t need = (size_t)n * tpu_dtype_size(src->dtype);
@@ -56,10 +61,7 @@ tpu_status_t tpu_copy_to_host(const tpu_view_t* src, void* data, size_t size) {
   tpu_status_t checked = tpu_dev_check(d);
   if (!s) s = checked;
   else tpu_status_free(checked);
-  if (!s && b && src->slot->poison)  // this very computation failed
-    s = tpu_status_annotate(tpu_status_clone(src->slot->poison),
-                            "this tensor holds the result of a computation "
-                            "that failed");
+  if (!s && b) s = failed_value(d, src->slot);
   tpu_dev_unlock(d);
   if (!s && b) s = tpu_buffer_to_host(b, data, need);
   tpu_buffer_release(b);
@@ -130,6 +132,10 @@ tpu_status_t tpu_copy(const tpu_view_t* dst, const tpu_view_t* src) {
     tpu_buffer_t* b = NULL;
     tpu_dev_lock(sd);
     tpu_status_t s = materialize(sd, src, &b);
+    // Checks belong to their device: read the ones the value depends on
+    // here rather than carry them to the other device.
+    if (!s && src->slot->suspicion) s = tpu_dev_check(sd);
+    if (!s) s = failed_value(sd, src->slot);
     tpu_dev_unlock(sd);
     if (!s) s = tpu_buffer_copy_to_device(b, dd->index, &moved);
     tpu_buffer_release(b);

@@ -11,6 +11,15 @@
 #include "lower/lower.h"
 #include "tpu/engine.h"
 
+// The unread device-side checks (by id, increasing) that a value was
+// computed from: if one of them failed, the value is wrong. Immutable,
+// shared by the slots holding such values.
+typedef struct tpu_suspicion {
+  tpu_object_t obj;
+  int n;
+  uint64_t ids[];
+} tpu_suspicion_t;
+
 struct tpu_slot {
   tpu_object_t obj;
   int device;
@@ -23,9 +32,10 @@ struct tpu_slot {
   tpu_val_t param;        // the buffer's parameter node, when
   uint32_t param_gen;     //   param_gen is the graph's generation
   uint32_t param_epoch;   //   and param_epoch the device's epoch
-  tpu_status_t poison;    // set when the computation of the value failed
-  uint64_t version;       // counts the buffers it has held
-  int checks;             // pending checks that name it (they hold it weakly)
+  // What is known to be wrong with `buffer`: the error that made it wrong,
+  // or the checks it was computed from (see checks.c).
+  tpu_status_t poison;
+  tpu_suspicion_t* suspicion;
 };
 
 // A device-side assertion recorded in the current graph.
@@ -37,19 +47,23 @@ typedef struct tpu_assert {
 // An executed graph whose assertions have not been read yet.
 typedef struct tpu_pending_check {
   struct tpu_pending_check* next;
+  uint64_t id;
   tpu_buffer_t* code;  // i32: 0 ok, k = assertion k-1 failed
   int num_asserts;
   tpu_status_t* statuses;
-  // The slots the graph wrote with suspect values (see tpu_dev_t), poisoned
-  // when an assertion failed if they still hold the graph's results (their
-  // version is unchanged); a result computed from none of the asserting
-  // ops' results stays readable. A check holds them weakly: one that dies
-  // first is set to NULL, so a loop that reads nothing back does not keep
-  // every step's results alive.
-  int num_written;
-  tpu_slot_t** slots;
-  uint64_t* versions;
 } tpu_pending_check_t;
+
+// A check read back as failed.
+typedef struct tpu_failed_check {
+  uint64_t id;
+  tpu_status_t status;
+} tpu_failed_check_t;
+
+// A parameter of the graph whose buffer is suspect.
+typedef struct tpu_inherited {
+  tpu_val_t param;
+  tpu_suspicion_t* suspicion;  // retained
+} tpu_inherited_t;
 
 // A slot's state before an op rewrote it, to undo a failed op.
 typedef struct tpu_undo {
@@ -61,7 +75,7 @@ typedef struct tpu_undo {
 // Where the graph stood before an op started recording.
 typedef struct tpu_mark {
   int32_t nodes;
-  int num_params, num_written, num_asserts;
+  int num_params, num_written, num_asserts, num_inherited;
 } tpu_mark_t;
 
 typedef struct tpu_dev {
@@ -86,6 +100,8 @@ typedef struct tpu_dev {
   tpu_val_t* suspects;
   int num_suspects, suspects_cap;
   bool suspect_all;
+  tpu_inherited_t* inherited;  // parameters whose buffers are suspect
+  int num_inherited, inherited_cap;
   tpu_undo_t* undo;  // rewrites of slots by the op being recorded
   int num_undo, undo_cap;
   uint32_t param_epoch;  // bumped when a rollback drops parameters
@@ -100,6 +116,15 @@ typedef struct tpu_dev {
   int num_donated, donated_cap;
   tpu_pending_check_t* checks;  // oldest first
   tpu_pending_check_t** checks_tail;
+  uint64_t next_check_id;      // from 1
+  uint64_t checks_read_below;  // every check with a smaller id has been read
+  // A failure counts once a sync has raised it: until then ops go on
+  // computing from the values it poisons, as they would had it not been
+  // read yet, so where an error is raised never depends on timing.
+  uint64_t checks_raised_below;
+  tpu_failed_check_t* failed;  // the checks read back as failed
+  int num_failed, failed_cap;
+  tpu_status_t unreported;     // a failure read before a sync asked for it
   // Cached 0-d inputs for Python numbers.
   struct tpu_scalar_cache* scalars;
 } tpu_dev_t;
@@ -144,8 +169,31 @@ TPU_MUST_USE tpu_status_t tpu_dev_flush(tpu_dev_t* d);
 TPU_MUST_USE tpu_status_t tpu_dev_after_op(tpu_dev_t* d, int op);
 // Waits for every execution launched on the device so far.
 TPU_MUST_USE tpu_status_t tpu_dev_wait_all(tpu_dev_t* d);
-// Reads the assertion results of executed graphs (waits for them).
+
+//===--- device-side checks (checks.c; lock held) ---===//
+
+// Queues the check of an execution that computed `code` (takes it and the
+// statuses); returns its id.
+uint64_t tpu_dev_add_check(tpu_dev_t* d, tpu_buffer_t* code, tpu_status_t* statuses,
+                           int num_asserts);
+// Reads the assertion results of executed graphs (waits for them); returns
+// the first failure not reported yet.
 TPU_MUST_USE tpu_status_t tpu_dev_check(tpu_dev_t* d);
+void tpu_dev_drop_checks(tpu_dev_t* d);  // at shutdown
+// The error that makes the slot's buffer wrong, or NULL (borrowed).
+tpu_status_t tpu_dev_poison(tpu_dev_t* d, tpu_slot_t* s);
+// `param` reads the buffer of slot `s`: what it was computed from, so is
+// what the graph computes from `param`.
+void tpu_dev_inherit(tpu_dev_t* d, tpu_slot_t* s, tpu_val_t param);
+// After an execution: the suspicion of each result, from the parameters it
+// was computed from and, when `own_check` is non-zero, the graph's own check
+// for the values that `own` marks (NULL: all).
+void tpu_dev_suspect_results(tpu_dev_t* d, tpu_slot_t* const* slots,
+                             const tpu_program_output_t* outs, int n, uint64_t own_check,
+                             const bool* own);
+// A slot that now holds parameter `param`'s buffer: its suspicion too.
+void tpu_dev_suspect_copy(tpu_dev_t* d, tpu_slot_t* s, tpu_val_t param);
+void tpu_suspicion_release(tpu_suspicion_t* s);
 // Replaces the slot's value with a buffer (a host upload).
 void tpu_dev_set_buffer(tpu_dev_t* d, tpu_slot_t* s, tpu_buffer_t* b);
 

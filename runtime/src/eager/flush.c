@@ -10,7 +10,13 @@ void tpu_dev_begin(tpu_dev_t* d, tpu_mark_t* m) {
   m->num_params = d->num_params;
   m->num_written = d->num_written;
   m->num_asserts = d->num_asserts;
+  m->num_inherited = d->num_inherited;
   d->num_undo = 0;
+}
+
+static void drop_inherited(tpu_dev_t* d, int keep) {
+  for (int i = keep; i < d->num_inherited; ++i) tpu_suspicion_release(d->inherited[i].suspicion);
+  d->num_inherited = keep;
 }
 
 void tpu_dev_rollback(tpu_dev_t* d, const tpu_mark_t* m) {
@@ -28,6 +34,7 @@ void tpu_dev_rollback(tpu_dev_t* d, const tpu_mark_t* m) {
   for (int i = m->num_asserts; i < d->num_asserts; ++i)
     tpu_status_free(d->asserts[i].status);
   d->num_asserts = m->num_asserts;
+  drop_inherited(d, m->num_inherited);
   for (int i = m->num_params; i < d->num_params; ++i) tpu_buffer_release(d->params[i]);
   if (d->num_params != m->num_params) ++d->param_epoch;  // stale param nodes
   d->num_params = m->num_params;
@@ -44,6 +51,7 @@ static void clear_graph(tpu_dev_t* d) {
   d->num_asserts = 0;
   d->num_suspects = 0;
   d->suspect_all = false;
+  drop_inherited(d, 0);
   d->num_undo = 0;
   d->num_ops = 0;
   d->first_op = -1;
@@ -249,6 +257,7 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
       int p = 0;
       while (tpu_graph_param(g, p) != v) ++p;
       tpu_dev_set_buffer(d, slot, d->params[p]);
+      tpu_dev_suspect_copy(d, slot, v);
       continue;
     }
     out_slots[n] = slot;
@@ -320,34 +329,21 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     for (int o = 0; o < num_values; ++o) {
       tpu_dev_set_buffer(d, out_slots[o], results[o]);
     }
+    uint64_t own_check = 0;
+    bool* own = NULL;
     if (d->num_asserts) {
-      tpu_pending_check_t* c = tpu_calloc(1, sizeof *c);
-      bool* suspect = suspect_values(d);
-      if (c) {
-        c->code = results[num_values];
-        results[num_values] = NULL;
-        c->num_asserts = d->num_asserts;
-        c->statuses = tpu_calloc((size_t)d->num_asserts, sizeof *c->statuses);
-        c->slots = tpu_calloc((size_t)num_values + 1, sizeof *c->slots);
-        c->versions = tpu_calloc((size_t)num_values + 1, sizeof *c->versions);
-        if (c->statuses && c->slots && c->versions) {
-          for (int k = 0; k < d->num_asserts; ++k) {
-            c->statuses[k] = d->asserts[k].status;
-            d->asserts[k].status = NULL;
-          }
-          for (int o = 0; o < num_values; ++o) {
-            if (suspect && !suspect[outs[o].value]) continue;
-            c->slots[c->num_written] = out_slots[o];
-            c->versions[c->num_written++] = out_slots[o]->version;
-            ++out_slots[o]->checks;
-          }
-        }
-        c->num_asserts = c->statuses ? c->num_asserts : 0;
-        *d->checks_tail = c;
-        d->checks_tail = &c->next;
+      tpu_status_t* statuses = tpu_calloc((size_t)d->num_asserts, sizeof *statuses);
+      for (int k = 0; statuses && k < d->num_asserts; ++k) {
+        statuses[k] = d->asserts[k].status;
+        d->asserts[k].status = NULL;
       }
-      tpu_free(suspect);
+      own_check = tpu_dev_add_check(d, results[num_values], statuses,
+                                    statuses ? d->num_asserts : 0);
+      results[num_values] = NULL;
+      own = suspect_values(d);
     }
+    tpu_dev_suspect_results(d, out_slots, outs, num_values, own_check, own);
+    tpu_free(own);
     if (done) track(d, done, d->exec_seq);
     done = NULL;
     tpu_metric_add(TPU_M_FLUSHES, 1);

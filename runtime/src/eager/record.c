@@ -110,20 +110,21 @@ tpu_val_t tpu_dev_slot_value(tpu_dev_t* d, tpu_slot_t* s, tpu_dtype_t dtype) {
                                       "tpu:%d and tpu:%d!", d->index, s->device));
     return TPU_VAL_NONE;
   }
-  if (s->poison) {
-    tpu_graph_fail(g, tpu_status_annotate(tpu_status_clone(s->poison),
-                                          "this tensor holds the result of a "
-                                          "computation that failed"));
-    return TPU_VAL_NONE;
-  }
   tpu_val_t v;
   if (s->pending_gen == d->gen) {
     v = s->pending;
   } else if (s->buffer) {
+    if (tpu_dev_poison(d, s)) {
+      tpu_graph_fail(g, tpu_status_annotate(tpu_status_clone(s->poison),
+                                            "this tensor holds the result of a "
+                                            "computation that failed"));
+      return TPU_VAL_NONE;
+    }
     if (s->param_gen != d->gen || s->param_epoch != d->param_epoch) {
       s->param = tpu_dev_param(d, s->buffer);
       s->param_gen = d->gen;
       s->param_epoch = d->param_epoch;
+      tpu_dev_inherit(d, s, s->param);
     }
     v = s->param;
   } else {  // never written: reads as zeros
@@ -165,8 +166,6 @@ void tpu_dev_write(tpu_dev_t* d, const tpu_view_t* v, tpu_val_t value) {
     }
     d->undo[d->num_undo++] = (tpu_undo_t){s, s->pending, s->dtype};
   }
-  tpu_status_free(s->poison);  // a write that did not read the old value
-  s->poison = NULL;            // (a whole write) clears it
   s->pending = flat;
   s->pending_gen = d->gen;
   s->dtype = v->dtype;
@@ -176,12 +175,13 @@ void tpu_dev_set_buffer(tpu_dev_t* d, tpu_slot_t* s, tpu_buffer_t* b) {
   tpu_buffer_retain(b);
   tpu_buffer_release(s->buffer);
   s->buffer = b;
-  ++s->version;
   s->dtype = tpu_buffer_dtype(b);
   s->pending_gen = 0;  // a later write than anything recorded
   s->param_gen = 0;
   tpu_status_free(s->poison);
   s->poison = NULL;
+  tpu_suspicion_release(s->suspicion);
+  s->suspicion = NULL;
 }
 
 void tpu_dev_assert(tpu_dev_t* d, tpu_val_t bad, tpu_status_t status) {

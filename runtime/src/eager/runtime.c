@@ -168,6 +168,7 @@ static tpu_status_t init_locked(void) {
     d->gen = 1;
     d->first_op = -1;
     d->checks_tail = &d->checks;
+    d->checks_read_below = d->checks_raised_below = 1;
     s = tpu_graph_create(&d->graph);
   }
   if (s) {
@@ -194,8 +195,6 @@ tpu_status_t tpu_runtime_init(void) {
   return s;
 }
 
-static void drop_checks(tpu_dev_t* d);
-
 void tpu_runtime_shutdown(void) {
   call_once(&init_once, init_lock_create);
   mtx_lock(&init_lock);
@@ -208,7 +207,8 @@ void tpu_runtime_shutdown(void) {
       tpu_free(d->inflight_seq);
       tpu_free(d->donated);
       tpu_free(d->undo);
-      drop_checks(d);
+      tpu_dev_drop_checks(d);
+      tpu_free(d->inherited);
       tpu_graph_destroy(d->graph);
       tpu_free(d->params);
       tpu_free(d->written);
@@ -242,78 +242,13 @@ tpu_status_t tpu_dev_get(int device, tpu_dev_t** out) {
 void tpu_dev_lock(tpu_dev_t* d) { mtx_lock(&d->lock); }
 void tpu_dev_unlock(tpu_dev_t* d) { mtx_unlock(&d->lock); }
 
-//===--- device-side assertion results ---===//
-
-static void free_check(tpu_pending_check_t* c) {
-  tpu_buffer_release(c->code);
-  for (int i = 0; i < c->num_asserts; ++i) tpu_status_free(c->statuses[i]);
-  for (int i = 0; i < c->num_written; ++i)
-    if (c->slots[i]) --c->slots[i]->checks;
-  tpu_free(c->statuses);
-  tpu_free(c->slots);
-  tpu_free(c->versions);
-  tpu_free(c);
-}
-
-static void drop_checks(tpu_dev_t* d) {
-  while (d->checks) {
-    tpu_pending_check_t* c = d->checks;
-    d->checks = c->next;
-    free_check(c);
-  }
-  d->checks_tail = &d->checks;
-}
-
-tpu_status_t tpu_dev_check(tpu_dev_t* d) {
-  tpu_status_t first = TPU_OK;
-  while (d->checks) {
-    tpu_pending_check_t* c = d->checks;
-    d->checks = c->next;
-    int32_t code = 0;
-    // Read inside a wait its caller counts as the host sync.
-    tpu_status_t s = tpu_buffer_to_host(c->code, &code, sizeof code);
-    if (!s && code > 0 && code <= c->num_asserts) s = tpu_status_clone(c->statuses[code - 1]);
-    if (s) {
-      for (int i = 0; i < c->num_written; ++i) {
-        tpu_slot_t* slot = c->slots[i];
-        if (slot && slot->version == c->versions[i] && !slot->poison)
-          slot->poison = tpu_status_clone(s);
-      }
-    }
-    if (s && !first) first = s;
-    else tpu_status_free(s);
-    free_check(c);
-  }
-  d->checks_tail = &d->checks;
-  return first;
-}
-
 //===--- slots ---===//
-
-// Clears a dying slot from the pending checks that name it.
-static void forget_checked_slot(tpu_slot_t* s) {
-  tpu_dev_t* d;
-  tpu_status_t st = tpu_dev_get(s->device, &d);  // checks exist: so does the runtime
-  if (st) {
-    tpu_status_free(st);
-    return;
-  }
-  tpu_dev_lock(d);
-  for (tpu_pending_check_t* c = d->checks; c && s->checks; c = c->next) {
-    for (int i = 0; i < c->num_written; ++i) {
-      if (c->slots[i] != s) continue;
-      c->slots[i] = NULL;
-      --s->checks;
-    }
-  }
-  tpu_dev_unlock(d);
-}
 
 static void slot_destroy(void* self) {
   tpu_slot_t* s = self;
-  if (s->checks) forget_checked_slot(s);
   tpu_buffer_release(s->buffer);
   tpu_status_free(s->poison);
+  tpu_suspicion_release(s->suspicion);
   tpu_free(s);
 }
 
