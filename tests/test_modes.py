@@ -1,5 +1,7 @@
 """debug, strict and fused modes give the same results; scalars do not
 recompile; fused mode runs recorded work together."""
+import random
+
 import pytest
 import torch
 
@@ -192,6 +194,27 @@ def test_a_bad_target_poisons_the_weights_it_updated(name):
         x.cpu(), saved["weight"], saved["bias"]), good)
     got = torch.nn.functional.cross_entropy(model(x), good.tpu())
     assert torch.allclose(got.cpu(), want, atol=1e-6)
+
+
+def test_a_failed_flush_names_its_ops_and_poisons_what_they_wrote(monkeypatch):
+    n = random.randrange(10**5, 10**6)  # a program no cache holds
+    x = torch.ones(n, device="tpu")
+    w = torch.zeros(n, device="tpu")
+    torch.tpu.synchronize()
+    monkeypatch.setenv("TORCHTPU_ASSERT_NO_COMPILE", "1")
+    with torchtpu.mode("fused"):
+        w.add_(x)
+        y = (x * 3).exp().sum()
+        with pytest.raises(RuntimeError, match="compiling the 4 ops recorded from add to sum_all: "
+                                               "a compilation was requested"):
+            y.item()  # the flush: its compile fails
+    monkeypatch.delenv("TORCHTPU_ASSERT_NO_COMPILE")
+    # The recorded writes are lost: the tensors say so instead of holding
+    # zeros (y) or the value before the update (w).
+    for t in (y, w):
+        with pytest.raises(RuntimeError, match="failed: compiling the 4 ops"):
+            t.cpu()
+    assert x.sum().item() == n  # what the graph only read is intact
 
 
 def test_debug_mode_counts_a_host_sync_per_op():

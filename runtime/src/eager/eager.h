@@ -85,6 +85,7 @@ typedef struct tpu_dev {
   uint32_t gen;
   int num_ops;  // ops recorded since the last flush
   int first_op;  // the first op-table row recorded since the last flush
+  int last_op;   // and the last (-1: a copy)
   tpu_hash_t ops_hash;  // hash of the rows recorded since the last flush
   // Graph parameters: the buffer behind each (retained).
   tpu_buffer_t** params;

@@ -99,6 +99,17 @@ static tpu_status_t print_program(void* user, char** text, size_t* size) {
   return tpu_graph_print(a->g, a->outs, a->n, 1, text, size);
 }
 
+static const char* op_name(int op) { return op >= 0 ? tpu_op_name(op) : "copy"; }
+
+// Says which recorded ops a failed compile or launch was for (in fused mode
+// it fails at a flush point, lines after them).
+static tpu_status_t name_ops(const tpu_dev_t* d, const char* doing, tpu_status_t s) {
+  if (d->num_ops > 1)
+    return tpu_status_annotate(s, "%s the %d ops recorded from %s to %s", doing, d->num_ops,
+                               op_name(d->first_op), op_name(d->last_op));
+  return tpu_status_annotate(s, "%s %s", doing, op_name(d->first_op));
+}
+
 enum { STACK_OUTS = 64 };
 
 // The sequence number up to which every execution has finished.
@@ -295,7 +306,8 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     tpu_executable_t* exe = NULL;
     tpu_cache_source_t source;
     double before = tpu_cache_compile_seconds(rt->cache);
-    s = tpu_cache_get(rt->cache, key, 1, print_program, &pa, &exe, &source);
+    s = name_ops(d, "compiling", tpu_cache_get(rt->cache, key, 1, print_program, &pa, &exe,
+                                               &source));
     if (!s && source == TPU_CACHE_COMPILED) {
       tpu_metric_add(TPU_M_COMPILES, 1);
       tpu_metric_add(TPU_M_COMPILE_NS,
@@ -312,8 +324,9 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
       uint64_t finished = finished_seq(d);
       release_donated(d, finished);
       int num_keep = keep ? busy_donors(d, finished, outs, num_values, keep) : 0;  // none: only slower
-      s = tpu_executable_execute(exe, d->index, d->params, d->num_params, keep, num_keep, results,
-                                 n, wait ? NULL : &done);
+      s = name_ops(d, "running",
+                   tpu_executable_execute(exe, d->index, d->params, d->num_params, keep,
+                                          num_keep, results, n, wait ? NULL : &done));
       if (!s) hold_donated(d, outs, num_values, keep, num_keep);
       if (keep != small_keep) tpu_free(keep);
       tpu_executable_release(exe);
@@ -349,8 +362,17 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     tpu_metric_add(TPU_M_FLUSHES, 1);
     tpu_metric_add(TPU_M_GRAPH_NODES, tpu_graph_node_count(g));
   } else {
-    // The recorded values are lost: their slots keep their last buffers.
-    for (int i = 0; i < d->num_written; ++i) d->written[i]->pending_gen = 0;
+    // The recorded values are lost: their slots keep their last buffers. In
+    // fused mode the ops that wrote them returned long ago, so those
+    // buffers are not what the program says: they are poisoned. (Strict
+    // and debug modes flush at the op, which fails and changes nothing.)
+    bool poison = tpu_mode_get() == TPU_MODE_FUSED;
+    for (int i = 0; i < d->num_written; ++i) {
+      tpu_slot_t* slot = d->written[i];
+      if (poison && slot->pending_gen == d->gen && !slot->poison)
+        slot->poison = tpu_status_clone(s);
+      slot->pending_gen = 0;
+    }
   }
   for (int o = 0; o < n; ++o) {
     if (wait && !s && results[o]) s = tpu_buffer_await(results[o]);
@@ -369,6 +391,7 @@ tpu_status_t tpu_dev_flush(tpu_dev_t* d) { return flush(d, false); }
 
 tpu_status_t tpu_dev_after_op(tpu_dev_t* d, int op) {
   if (d->num_ops == 0) d->first_op = op;
+  d->last_op = op;
   d->ops_hash = tpu_hash_u64(d->ops_hash, (uint64_t)(op + 1));
   ++d->num_ops;
   tpu_metric_add(TPU_M_OPS, 1);

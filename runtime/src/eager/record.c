@@ -111,15 +111,15 @@ tpu_val_t tpu_dev_slot_value(tpu_dev_t* d, tpu_slot_t* s, tpu_dtype_t dtype) {
     return TPU_VAL_NONE;
   }
   tpu_val_t v;
+  if (s->pending_gen != d->gen && tpu_dev_poison(d, s)) {
+    tpu_graph_fail(g, tpu_status_annotate(tpu_status_clone(s->poison),
+                                          "this tensor holds the result of a "
+                                          "computation that failed"));
+    return TPU_VAL_NONE;
+  }
   if (s->pending_gen == d->gen) {
     v = s->pending;
   } else if (s->buffer) {
-    if (tpu_dev_poison(d, s)) {
-      tpu_graph_fail(g, tpu_status_annotate(tpu_status_clone(s->poison),
-                                            "this tensor holds the result of a "
-                                            "computation that failed"));
-      return TPU_VAL_NONE;
-    }
     if (s->param_gen != d->gen || s->param_epoch != d->param_epoch) {
       s->param = tpu_dev_param(d, s->buffer);
       s->param_gen = d->gen;
