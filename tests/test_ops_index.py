@@ -192,7 +192,8 @@ def test_index_add_errors_and_backward():
     check_error(lambda a, s: a.index_add(0, on(a, [[0]]), s), x, rand((1, 3)))
     xt = x.to(TPU)
     expect_device_error(lambda: xt.index_add(0, torch.tensor([4], device=TPU),
-                                             torch.ones(1, 3, device=TPU)), IndexError)
+                                             torch.ones(1, 3, device=TPU)), RuntimeError,
+                        "index 4 is out of bounds for dimension 0 with size 4")
     check_grad(lambda a, s: a.index_add(0, on(a, [1, 1, 3]), s, alpha=3), x, rand((3, 3)),
                wrt=(0, 1))
 
@@ -803,3 +804,47 @@ def test_nonzero_static_of_an_empty_tensor():
     # (the coordinate math once divided by a zero stride: a SIGFPE)
     check(lambda a: torch.nonzero_static(a, size=3), torch.ones(5, 0, 5))
     check(lambda a: torch.nonzero_static(a, size=2, fill_value=-7), torch.ones(0, 2))
+
+
+#===--- device-side index errors: PyTorch's types and messages ---===#
+
+def _index_error_cases():
+    def cases(shape):
+        def idx(i):  # i as an index along dim 0 for gather/scatter
+            return i.view((2,) + (1,) * (len(shape) - 1)).expand((2,) + shape[1:]).contiguous()
+        src = lambda d: torch.ones((2,) + shape[1:], device=d)
+        return {
+            "index": lambda x, i: x[i],
+            "index_put": lambda x, i: x.index_put_((i,), src(x.device)),
+            "gather": lambda x, i: x.gather(0, idx(i)),
+            "scatter": lambda x, i: x.scatter_(0, idx(i), src(x.device)),
+            "index_add": lambda x, i: x.index_add_(0, i, src(x.device)),
+            "index_copy": lambda x, i: x.index_copy_(0, i, src(x.device)),
+            "index_fill": lambda x, i: x.index_fill_(0, i, 1.0),
+            "index_select": lambda x, i: x.index_select(0, i),
+            "take": lambda x, i: x.take(i),
+            "put": lambda x, i: x.put_(i, torch.ones(2, device=x.device)),
+            "nll_loss": lambda x, i: F.nll_loss(x.reshape(4, -1)[:2], i),
+        }
+    return [(shape, bad, name, fn) for shape in [(4,), (4, 3)]
+            for bad in [(9, 11), (-9, 10), (-1, 7)] for name, fn in cases(shape).items()]
+
+
+@pytest.mark.parametrize("shape,bad,name,fn", _index_error_cases(),
+                         ids=lambda v: v if isinstance(v, str) else str(v))
+def test_device_side_index_errors_match_pytorch(shape, bad, name, fn):
+    # The indices are read on the device, so the error comes at the sync;
+    # its type and message (naming the first offending index) are PyTorch's.
+    i = torch.tensor(bad)
+    try:
+        fn(torch.zeros(shape), i)
+        cpu = None
+    except Exception as e:
+        cpu = e
+    try:
+        fn(torch.zeros(shape, device=TPU), i.to(TPU))
+        torch.tpu.synchronize()
+        tpu = None
+    except Exception as e:
+        tpu = e
+    assert type(tpu) is type(cpu) and str(tpu) == str(cpu).splitlines()[0], (cpu, tpu)

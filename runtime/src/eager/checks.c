@@ -58,9 +58,23 @@ static bool merge(const tpu_dev_t* d, const tpu_suspicion_t* a, const tpu_suspic
 
 static void free_check(tpu_pending_check_t* c) {
   tpu_buffer_release(c->code);
+  tpu_buffer_release(c->value);
   for (int i = 0; i < c->num_asserts; ++i) tpu_status_free(c->statuses[i]);
   tpu_free(c->statuses);
   tpu_free(c);
+}
+
+// The status of failed assertion `k` of `c`, its value in place of "{value}".
+static tpu_status_t failure(const tpu_pending_check_t* c, int k) {
+  tpu_status_t s = c->statuses[k];
+  const char* m = tpu_status_message(s);
+  const char* at = strstr(m, "{value}");
+  if (!at) return tpu_status_clone(s);
+  int64_t v = 0;
+  tpu_status_t r = c->value ? tpu_buffer_to_host(c->value, &v, sizeof v) : TPU_OK;
+  tpu_status_free(r);  // unreadable: the message says 0, the error is still raised
+  return tpu_status_make(tpu_status_code(s), "%.*s%lld%s", (int)(at - m), m, (long long)v,
+                         at + strlen("{value}"));
 }
 
 // Reads the oldest check (waits for it when `wait`, else only if finished);
@@ -71,7 +85,7 @@ static bool read_oldest(tpu_dev_t* d, bool wait) {
   if (!(d->checks = c->next)) d->checks_tail = &d->checks;
   int32_t code = 0;
   tpu_status_t s = tpu_buffer_to_host(c->code, &code, sizeof code);
-  if (!s && code > 0 && code <= c->num_asserts) s = tpu_status_clone(c->statuses[code - 1]);
+  if (!s && code > 0 && code <= c->num_asserts) s = failure(c, code - 1);
   if (s) {
     tpu_failed_check_t* f = d->failed;
     if (d->num_failed == d->failed_cap) {
@@ -93,23 +107,26 @@ static bool read_oldest(tpu_dev_t* d, bool wait) {
   return true;
 }
 
-uint64_t tpu_dev_add_check(tpu_dev_t* d, tpu_buffer_t* code, tpu_status_t* statuses,
-                           int num_asserts) {
+uint64_t tpu_dev_add_check(tpu_dev_t* d, tpu_buffer_t* code, tpu_buffer_t* value,
+                           tpu_status_t* statuses, int num_asserts) {
   while (read_oldest(d, false)) {}
   tpu_pending_check_t* c = tpu_calloc(1, sizeof *c);
   if (!c) {  // read it now instead of later
-    int32_t v = 0;
-    tpu_status_t s = tpu_buffer_to_host(code, &v, sizeof v);
-    if (!s && v > 0 && v <= num_asserts) s = tpu_status_clone(statuses[v - 1]);
+    tpu_pending_check_t now = {NULL, 0, code, value, num_asserts, statuses};
+    int32_t k = 0;
+    tpu_status_t s = tpu_buffer_to_host(code, &k, sizeof k);
+    if (!s && k > 0 && k <= num_asserts) s = failure(&now, k - 1);
     if (!d->unreported) d->unreported = s;
     else tpu_status_free(s);
     tpu_buffer_release(code);
+    tpu_buffer_release(value);
     for (int i = 0; i < num_asserts; ++i) tpu_status_free(statuses[i]);
     tpu_free(statuses);
     return 0;
   }
   c->id = ++d->next_check_id;
   c->code = code;
+  c->value = value;
   c->statuses = statuses;
   c->num_asserts = num_asserts;
   *d->checks_tail = c;

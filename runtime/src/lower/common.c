@@ -207,3 +207,16 @@ tpu_val_t tpu_scatter_along(tpu_graph_t* g, tpu_val_t x, int n, int dim, tpu_val
   dn.index_vector_dim = 1;
   return tpu_ir_scatter(g, x, idx, upd, &dn, body);
 }
+
+tpu_val_t tpu_lower_first_where(tpu_graph_t* g, tpu_val_t mask, tpu_val_t x, const int64_t* d,
+                                int n) {
+  int64_t m = tpu_numel(d, n);
+  tpu_val_t flat_mask = tpu_ir_reshape(g, mask, &m, 1), flat = tpu_ir_reshape(g, x, &m, 1);
+  tpu_val_t pos = tpu_ir_iota(g, TPU_I64, &m, 1, 0);
+  tpu_val_t first = tpu_ir_reduce(g, tpu_ir_select(g, flat_mask, pos, tpu_ir_const_i(g, TPU_I64, m, &m, 1)),
+                                  tpu_ir_const_i(g, TPU_I64, m, NULL, 0), tpu_all_dims, 1, TPU_BODY_MIN);
+  tpu_val_t at = tpu_ir_compare(g, TPU_CMP_EQ, pos, tpu_ir_broadcast(g, first, &m, 1, NULL));
+  return tpu_ir_reduce(g, tpu_ir_select(g, at, flat, tpu_ir_const_i(g, TPU_I64, INT64_MIN, &m, 1)),
+                       tpu_ir_const_i(g, TPU_I64, INT64_MIN, NULL, 0), tpu_all_dims, 1,
+                       TPU_BODY_MAX);
+}

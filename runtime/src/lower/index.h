@@ -35,7 +35,8 @@ tpu_val_t tpu_ix_nonzero_mask(tpu_graph_t* g, tpu_val_t x, tpu_dtype_t t, const 
                               int n);
 // Index values (i32/i64, shape d) as i64, asserting every one lies in
 // [-size, size) when negatives wrap, else in [0, size); negatives are
-// wrapped. The message goes with `code` when an index is out of range.
+// wrapped. The message goes with `code` when an index is out of range,
+// with the first such index where it says "{value}".
 tpu_val_t tpu_ix_checked_index(tpu_lower_ctx_t* cx, tpu_val_t idx, const int64_t* d, int n,
                                int64_t size, bool wrap, tpu_code_t code, const char* fmt, ...)
     TPU_PRINTF(8, 9);

@@ -102,6 +102,10 @@ tpu_val_t tpu_lower_bytes(tpu_lower_ctx_t* cx, tpu_dtype_t dtype,
 // status (code and message) is raised at the next synchronization.
 void tpu_lower_assert(tpu_lower_ctx_t* cx, tpu_val_t bad, tpu_code_t code,
                       const char* fmt, ...) TPU_PRINTF(4, 5);
+// The same, naming the offending value (a 0-d i64 computed with `bad`) in
+// the message where it says "{value}".
+void tpu_lower_assert_value(tpu_lower_ctx_t* cx, tpu_val_t bad, tpu_val_t value,
+                            tpu_code_t code, const char* fmt, ...) TPU_PRINTF(5, 6);
 
 //===--- helpers ---===//
 
@@ -198,6 +202,10 @@ bool tpu_arg_mask_bit(const tpu_lower_ctx_t* cx, int i, int j);
 // 0, 1, ..., TPU_MAX_RANK - 1: the dimensions of a reduction over all of a
 // value's dimensions (its first `rank` entries).
 extern const int64_t tpu_all_dims[TPU_MAX_RANK];
+// The first element (row-major) of the i64 value x (shape d, rank n) where
+// `mask` is true, as a 0-d i64: the value an error message names.
+tpu_val_t tpu_lower_first_where(tpu_graph_t* g, tpu_val_t mask, tpu_val_t x, const int64_t* d,
+                                int n);
 // PyTorch's error for a kernel that has no implementation for a dtype.
 #define tpu_not_implemented(kernel, dtype)                                              \
   tpu_status_make(TPU_CODE_UNIMPLEMENTED, "\"%s\" not implemented for '%s'", (kernel), \

@@ -90,7 +90,7 @@ static tpu_val_t adv_index_values(tpu_lower_ctx_t* cx, int arg, const adv_index_
     v = tpu_lower_expand(cx, v, p->b, p->nb);
     int64_t size = xd[p->dims[j]];
     v = tpu_ix_checked_index(cx, v, p->b, p->nb, size, true, TPU_CODE_OUT_OF_RANGE,
-                             "index is out of bounds for dimension %lld with size %lld",
+                             "index {value} is out of bounds for dimension %lld with size %lld",
                              (long long)p->dims[j], (long long)size);
     cols[j] = tpu_ir_reshape(g, v, col, 2);
   }

@@ -52,7 +52,8 @@ tpu_val_t tpu_ix_checked_index(tpu_lower_ctx_t* cx, tpu_val_t idx, const int64_t
   tpu_val_t hi = tpu_ix_splat_i64(g, size, d, n);
   tpu_val_t bad = tpu_ir_binary(g, TPU_IR_OR, tpu_ir_compare(g, TPU_CMP_LT, idx, lo),
                                 tpu_ir_compare(g, TPU_CMP_GE, idx, hi));
-  tpu_lower_assert(cx, any_true(g, bad, n), code, "%s", msg);
+  tpu_val_t first = strstr(msg, "{value}") ? tpu_lower_first_where(g, bad, idx, d, n) : TPU_VAL_NONE;
+  tpu_lower_assert_value(cx, any_true(g, bad, n), first, code, "%s", msg);
   if (wrap)
     idx = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_LT, idx, tpu_ix_splat_i64(g, 0, d, n)),
                         tpu_ir_binary(g, TPU_IR_ADD, idx, hi), idx);
@@ -312,14 +313,15 @@ tpu_status_t tpu_lower_index_add(tpu_lower_ctx_t* cx) {
   int r0 = tpu_arg_rank(cx, 0), n = tpu_ix_nonempty_shape(cx, 0, d);
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
   tpu_val_t idx = tpu_ix_index_vector(cx, 2, &m);
-  // PyTorch raises IndexError past the end and RuntimeError below zero.
-  tpu_val_t neg = tpu_ir_compare(g, TPU_CMP_LT, idx, tpu_ix_splat_i64(g, 0, &m, 1));
-  tpu_lower_assert(cx, any_true(g, neg, 1), TPU_CODE_INVALID_ARGUMENT,
-                   "index is out of bounds for dimension %lld with size %lld (negative)",
-                   (long long)dim, (long long)d[dim]);
-  idx = tpu_ix_checked_index(cx, idx, &m, 1, d[dim], true, TPU_CODE_OUT_OF_RANGE,
-                             "index is out of bounds for dimension %lld with size %lld",
-                             (long long)dim, (long long)d[dim]);
+  // Negative indices are out of range too. PyTorch's kernel for a 1-D self
+  // raises IndexError without the index, the other RuntimeError with it.
+  if (r0 <= 1)
+    idx = tpu_ix_checked_index(cx, idx, &m, 1, d[dim], false, TPU_CODE_OUT_OF_RANGE,
+                               "index out of range in self");
+  else
+    idx = tpu_ix_checked_index(cx, idx, &m, 1, d[dim], false, TPU_CODE_INVALID_ARGUMENT,
+                               "index {value} is out of bounds for dimension %lld with size %lld",
+                               (long long)dim, (long long)d[dim]);
   tpu_val_t x = tpu_lower_tensor(cx, 0);
   if (m == 0 || tpu_numel(d, n) == 0) {
     tpu_lower_out(cx, 0, x);
@@ -356,7 +358,7 @@ tpu_status_t tpu_lower_index_copy(tpu_lower_ctx_t* cx) {
   tpu_val_t idx = tpu_ix_index_vector(cx, 2, &m);
   idx = tpu_ix_checked_index(
       cx, idx, &m, 1, d[dim], false, TPU_CODE_OUT_OF_RANGE,
-      "index_copy_(): index is out of bounds for dimension %lld with size %lld", (long long)dim,
+      "index_copy_(): index {value} is out of bounds for dimension %lld with size %lld", (long long)dim,
       (long long)d[dim]);
   tpu_val_t x = tpu_lower_tensor(cx, 0);
   if (m == 0 || tpu_numel(d, n) == 0) {
@@ -392,7 +394,7 @@ tpu_status_t tpu_lower_index_fill(tpu_lower_ctx_t* cx) {
   tpu_val_t idx = tpu_ix_index_vector(cx, 2, &m);
   int64_t size = d[dim];
   idx = tpu_ix_checked_index(cx, idx, &m, 1, size, true, TPU_CODE_OUT_OF_RANGE,
-                             "index is out of bounds for dimension %lld with size %lld",
+                             "index {value} is out of bounds for dimension %lld with size %lld",
                              (long long)dim, (long long)size);
   tpu_val_t x = tpu_lower_tensor(cx, 0);
   if (m == 0 || tpu_numel(d, n) == 0) {
@@ -422,9 +424,8 @@ tpu_status_t tpu_lower_take(tpu_lower_ctx_t* cx) {
   int64_t len = tpu_numel(tpu_arg_sizes(cx, 0), r0);
   tpu_val_t idx =
       tpu_ix_checked_index(cx, tpu_lower_tensor(cx, 1), id, ri, len, true, TPU_CODE_OUT_OF_RANGE,
-                           "out of range: tried to access an index out of [%lld, %lld) on "
-                           "a tensor of %lld elements.",
-                           (long long)-len, (long long)len, (long long)len);
+                           "out of range: tried to access index {value} on a tensor of %lld "
+                           "elements.", (long long)len);
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
   if (tpu_numel(id, ri) == 0 || len == 0) {
     tpu_lower_out(cx, 0, tpu_ix_zeros(g, t, id, ri));
@@ -460,9 +461,8 @@ tpu_status_t tpu_lower_put(tpu_lower_ctx_t* cx) {
   tpu_val_t idx = tpu_ir_reshape(g, tpu_lower_tensor(cx, 1), &m, 1);
   idx =
       tpu_ix_checked_index(cx, idx, &m, 1, len, true, TPU_CODE_OUT_OF_RANGE,
-                           "out of range: tried to access an index out of [%lld, %lld) on a tensor "
-                           "of %lld elements.",
-                           (long long)-len, (long long)len, (long long)len);
+                           "out of range: tried to access index {value} on a tensor of %lld "
+                           "elements.", (long long)len);
   tpu_val_t x = tpu_lower_tensor(cx, 0);
   if (m == 0 || len == 0) {
     tpu_lower_out(cx, 0, x);

@@ -60,7 +60,7 @@ tpu_status_t tpu_lower_gather(tpu_lower_ctx_t* cx) {
   const int64_t* out = tpu_arg_sizes(cx, 2);
   tpu_val_t idx = tpu_ir_reshape(g, tpu_lower_input(cx, 2, TPU_I64), id, n);
   idx = tpu_ix_checked_index(cx, idx, id, n, xd[dim], false, TPU_CODE_INVALID_ARGUMENT,
-                             "index is out of bounds for dimension %lld with size %lld",
+                             "index {value} is out of bounds for dimension %lld with size %lld",
                              (long long)dim, (long long)xd[dim]);
   if (tpu_numel(id, n) == 0 || tpu_numel(xd, n) == 0) {
     tpu_lower_out(cx, 0, tpu_ix_zeros(g, t, out, ri));
@@ -117,7 +117,7 @@ static tpu_status_t scatter_prepare(tpu_lower_ctx_t* cx, const char* op, int upd
     }
   tpu_val_t idx = tpu_ir_reshape(g, tpu_lower_input(cx, 2, TPU_I64), id, n);
   idx = tpu_ix_checked_index(cx, idx, id, n, xd[*dim], false, TPU_CODE_INVALID_ARGUMENT,
-                             "index is out of bounds for dimension %lld with size %lld",
+                             "index {value} is out of bounds for dimension %lld with size %lld",
                              (long long)*dim, (long long)xd[*dim]);
   *off = along_offsets(g, idx, id, xd, n, (int)*dim);
   if (src_tensor) {
