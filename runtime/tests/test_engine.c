@@ -34,13 +34,15 @@ static tpu_status_t call_op(const char* name, const tpu_arg_t* args, tpu_write_m
   return tpu_op_call(&c);
 }
 
-static tpu_slot_t* upload(const float* data, int64_t n) {
+static tpu_slot_t* upload_as(tpu_dtype_t t, const void* data, int64_t n) {
   tpu_slot_t* s = NULL;
-  CHECK_OK(tpu_slot_create(0, (size_t)n * 4, &s));
-  tpu_view_t v = tpu_view_contiguous(s, TPU_F32, &n, 1);
+  CHECK_OK(tpu_slot_create(0, (size_t)n * tpu_dtype_size(t), &s));
+  tpu_view_t v = tpu_view_contiguous(s, t, &n, 1);
   CHECK_OK(tpu_copy_from_host(&v, data));
   return s;
 }
+
+static tpu_slot_t* upload(const float* data, int64_t n) { return upload_as(TPU_F32, data, n); }
 
 static tpu_arg_t tensor_arg(const tpu_view_t* v) {
   tpu_arg_t a = {TPU_ARG_TENSOR, 0, {0}};
@@ -161,14 +163,6 @@ void test_engine_cache_hits(void) {
   CHECK(m1.cache_hits - m0.cache_hits >= 6);
 }
 
-static tpu_slot_t* upload_i64(const int64_t* data, int64_t n) {
-  tpu_slot_t* s = NULL;
-  CHECK_OK(tpu_slot_create(0, (size_t)n * 8, &s));
-  tpu_view_t v = tpu_view_contiguous(s, TPU_I64, &n, 1);
-  CHECK_OK(tpu_copy_from_host(&v, data));
-  return s;
-}
-
 // acc += x.index_select(0, index): an op with a device-side check; waits
 // until it ran, without reading the check.
 static tpu_status_t add_selected(const tpu_view_t* acc, const tpu_view_t* x,
@@ -196,7 +190,7 @@ void test_engine_unread_checks(void) {
   float a[4] = {1, 2, 3, 4}, zero[2] = {0, 0}, out[2];
   int64_t good[2] = {0, 3}, bad[2] = {0, 9}, n2 = 2, n4 = 4;
   tpu_slot_t *sx = upload(a, 4), *sacc = upload(zero, 2);
-  tpu_slot_t *sgood = upload_i64(good, 2), *sbad = upload_i64(bad, 2);
+  tpu_slot_t *sgood = upload_as(TPU_I64, good, 2), *sbad = upload_as(TPU_I64, bad, 2);
   tpu_view_t x = tpu_view_contiguous(sx, TPU_F32, &n4, 1);
   tpu_view_t acc = tpu_view_contiguous(sacc, TPU_F32, &n2, 1);
   tpu_view_t vgood = tpu_view_contiguous(sgood, TPU_I64, &n2, 1);

@@ -198,24 +198,27 @@ tpu_val_t tpu_lower_bytes(tpu_lower_ctx_t* cx, tpu_dtype_t dtype,
   return v;
 }
 
+static void assert_v(tpu_lower_ctx_t* cx, tpu_val_t bad, tpu_val_t value, tpu_code_t code,
+                     const char* fmt, va_list ap) {
+  char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  tpu_dev_assert(cx->dev, bad, value, tpu_status_make(code, "%s", msg));
+}
+
 void tpu_lower_assert(tpu_lower_ctx_t* cx, tpu_val_t bad, tpu_code_t code,
                       const char* fmt, ...) {
-  char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  assert_v(cx, bad, TPU_VAL_NONE, code, fmt, ap);
   va_end(ap);
-  tpu_dev_assert(cx->dev, bad, TPU_VAL_NONE, tpu_status_make(code, "%s", msg));
 }
 
 void tpu_lower_assert_value(tpu_lower_ctx_t* cx, tpu_val_t bad, tpu_val_t value,
                             tpu_code_t code, const char* fmt, ...) {
-  char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  assert_v(cx, bad, value, code, fmt, ap);
   va_end(ap);
-  tpu_dev_assert(cx->dev, bad, value, tpu_status_make(code, "%s", msg));
 }
 
 void tpu_lower_out(tpu_lower_ctx_t* cx, int k, tpu_val_t v) {
