@@ -56,11 +56,15 @@ static bool merge(const tpu_dev_t* d, const tpu_suspicion_t* a, const tpu_suspic
 
 //===--- reading checks ---===//
 
-static void free_check(tpu_pending_check_t* c) {
+static void clear_check(tpu_pending_check_t* c) {
   tpu_buffer_release(c->code);
   tpu_buffer_release(c->value);
   for (int i = 0; i < c->num_asserts; ++i) tpu_status_free(c->statuses[i]);
   tpu_free(c->statuses);
+}
+
+static void free_check(tpu_pending_check_t* c) {
+  clear_check(c);
   tpu_free(c);
 }
 
@@ -77,15 +81,27 @@ static tpu_status_t failure(const tpu_pending_check_t* c, int k) {
                          at + strlen("{value}"));
 }
 
+// What check `c` found (waits for it): its failed assertion's status, or OK.
+static tpu_status_t result_of(const tpu_pending_check_t* c) {
+  int32_t code = 0;
+  tpu_status_t s = tpu_buffer_to_host(c->code, &code, sizeof code);
+  if (!s && code > 0 && code <= c->num_asserts) s = failure(c, code - 1);
+  return s;
+}
+
+// Keeps the first failure not raised yet, for the next sync.
+static void report(tpu_dev_t* d, tpu_status_t s) {
+  if (!d->unreported) d->unreported = s;
+  else tpu_status_free(s);
+}
+
 // Reads the oldest check (waits for it when `wait`, else only if finished);
 // a failure is remembered and reported once. False: nothing read.
 static bool read_oldest(tpu_dev_t* d, bool wait) {
   tpu_pending_check_t* c = d->checks;
   if (!c || (!wait && !tpu_buffer_is_ready(c->code))) return false;
   if (!(d->checks = c->next)) d->checks_tail = &d->checks;
-  int32_t code = 0;
-  tpu_status_t s = tpu_buffer_to_host(c->code, &code, sizeof code);
-  if (!s && code > 0 && code <= c->num_asserts) s = failure(c, code - 1);
+  tpu_status_t s = result_of(c);
   if (s) {
     tpu_failed_check_t* f = d->failed;
     if (d->num_failed == d->failed_cap) {
@@ -99,8 +115,7 @@ static bool read_oldest(tpu_dev_t* d, bool wait) {
     // Out of memory: the values it poisons read as passed; the error itself
     // is still raised.
     if (f) d->failed[d->num_failed++] = (tpu_failed_check_t){c->id, tpu_status_clone(s)};
-    if (!d->unreported) d->unreported = s;
-    else tpu_status_free(s);
+    report(d, s);
   }
   d->checks_read_below = c->id + 1;
   free_check(c);
@@ -113,15 +128,8 @@ uint64_t tpu_dev_add_check(tpu_dev_t* d, tpu_buffer_t* code, tpu_buffer_t* value
   tpu_pending_check_t* c = tpu_calloc(1, sizeof *c);
   if (!c) {  // read it now instead of later
     tpu_pending_check_t now = {NULL, 0, code, value, num_asserts, statuses};
-    int32_t k = 0;
-    tpu_status_t s = tpu_buffer_to_host(code, &k, sizeof k);
-    if (!s && k > 0 && k <= num_asserts) s = failure(&now, k - 1);
-    if (!d->unreported) d->unreported = s;
-    else tpu_status_free(s);
-    tpu_buffer_release(code);
-    tpu_buffer_release(value);
-    for (int i = 0; i < num_asserts; ++i) tpu_status_free(statuses[i]);
-    tpu_free(statuses);
+    report(d, result_of(&now));
+    clear_check(&now);
     return 0;
   }
   c->id = ++d->next_check_id;
