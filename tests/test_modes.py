@@ -173,6 +173,21 @@ def test_failure_poisons_what_later_executions_computed_from_it(name):
 
 
 @pytest.mark.parametrize("name", ["strict", "fused"])
+def test_copy_to_another_device_reads_the_checks_it_depends_on(name):
+    # Checks belong to their device: a copy of a value computed from an
+    # unread one raises (or not) at the copy instead of carrying it over.
+    with torchtpu.mode(name):
+        x = torch.arange(4.0, device="tpu:0")
+        good = x.index_select(0, torch.tensor([3, 0], device="tpu:0")) * 2
+        assert good.to("tpu:1").cpu().tolist() == [6.0, 0.0]
+        bad = x.index_select(0, torch.tensor([0, 9], device="tpu:0")) * 2
+        with pytest.raises(IndexError, match="index out of range in self"):
+            bad.to("tpu:1")
+    with pytest.raises(IndexError, match="failed"):
+        bad.cpu()
+
+
+@pytest.mark.parametrize("name", ["strict", "fused"])
 def test_a_bad_target_poisons_the_weights_it_updated(name):
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 3).tpu()
