@@ -1,9 +1,11 @@
 // Recompile diagnostics: every compilation is attributed to the Python line
-// that caused it and, when the same line compiles again, to a reason.
+// that caused it and, when the same line compiles again, to a reason. The
+// same line is named in the message of a device-side check an op records.
 #include <Python.h>
 #include <frameobject.h>
 
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
@@ -83,8 +85,15 @@ void on_compile(void*, const tpu_compile_event_t* e) {
   s.inputs = e->inputs_hash;
 }
 
+void on_check(void*, char* buf, size_t size) {
+  std::snprintf(buf, size, "%s", user_frame().c_str());
+}
+
 struct InstallHook {
-  InstallHook() { tpu_set_compile_hook(&on_compile, nullptr); }
+  InstallHook() {
+    tpu_set_compile_hook(&on_compile, nullptr);
+    tpu_set_site_hook(&on_check, nullptr);
+  }
 } install_hook;
 
 }  // namespace

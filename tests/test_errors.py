@@ -1,5 +1,6 @@
 """Bad input raises PyTorch's exception type; the process and the device go
 on working afterwards."""
+import inspect
 import os
 import subprocess
 import sys
@@ -116,6 +117,28 @@ def test_ops_on_a_poisoned_tensor_raise_and_device_recovers():
     for op in ops:
         with pytest.raises(IndexError, match="failed"):
             op(y)
+    still_works()
+
+
+def test_device_side_error_names_the_op_and_the_line():
+    def where(line):
+        return f"checked on the device by index, called from {__file__}:{line} in " \
+               "test_device_side_error_names_the_op_and_the_line"
+
+    x = torch.arange(4.0, device="tpu")
+    line = inspect.currentframe().f_lineno + 1
+    y = x[torch.tensor([1, 9], device="tpu")]
+    with pytest.raises(IndexError) as e:
+        torch.tpu.synchronize()  # lines later: the message says where it came from
+    assert str(e.value).splitlines() == [
+        "index 9 is out of bounds for dimension 0 with size 4",
+        f"({where(line)}; such errors are raised at the next sync, TORCHTPU_MODE=debug raises "
+        "them at the op)"]
+    with torchtpu.mode("debug"), pytest.raises(IndexError) as e:
+        line = inspect.currentframe().f_lineno + 1
+        x[torch.tensor([1, 9], device="tpu")]
+    assert str(e.value).splitlines()[1] == f"({where(line)})"  # raised at the op
+    del y
     still_works()
 
 

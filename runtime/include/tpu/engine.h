@@ -235,6 +235,15 @@ typedef struct tpu_compile_event {
 typedef void (*tpu_compile_hook_fn)(void* user, const tpu_compile_event_t* e);
 void tpu_set_compile_hook(tpu_compile_hook_fn hook, void* user);
 
+//===--- call sites (device-side error messages) ---===//
+
+// Writes where the op being recorded was called from ("train.py:12 in
+// step", NUL-terminated, at most `size` bytes) into `buf`, for the message
+// of a device-side check the op records. Called with the device lock held:
+// it must not call the engine.
+typedef void (*tpu_site_hook_fn)(void* user, char* buf, size_t size);
+void tpu_set_site_hook(tpu_site_hook_fn hook, void* user);
+
 //===--- metrics ---===//
 
 typedef struct tpu_metrics {

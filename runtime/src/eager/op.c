@@ -198,11 +198,28 @@ tpu_val_t tpu_lower_bytes(tpu_lower_ctx_t* cx, tpu_dtype_t dtype,
   return v;
 }
 
+static tpu_site_hook_fn site_hook;
+static void* site_hook_user;
+
+void tpu_set_site_hook(tpu_site_hook_fn hook, void* user) {
+  site_hook = hook;
+  site_hook_user = user;
+}
+
+// PyTorch's message, then a line on where the check comes from: outside
+// debug mode it is raised lines later, at a sync (like CUDA's device-side
+// asserts).
 static void assert_v(tpu_lower_ctx_t* cx, tpu_val_t bad, tpu_val_t value, tpu_code_t code,
                      const char* fmt, va_list ap) {
-  char msg[512];
+  char msg[512], where[256] = "";
   vsnprintf(msg, sizeof msg, fmt, ap);
-  tpu_dev_assert(cx->dev, bad, value, tpu_status_make(code, "%s", msg));
+  if (site_hook) site_hook(site_hook_user, where, sizeof where);
+  bool debug = tpu_mode_get() == TPU_MODE_DEBUG;
+  tpu_dev_assert(cx->dev, bad, value,
+                 tpu_status_make(code, "%s\n(checked on the device by %s%s%s%s)", msg,
+                                 cx->row->name, *where ? ", called from " : "", where,
+                                 debug ? "" : "; such errors are raised at the next sync, "
+                                              "TORCHTPU_MODE=debug raises them at the op"));
 }
 
 void tpu_lower_assert(tpu_lower_ctx_t* cx, tpu_val_t bad, tpu_code_t code,
