@@ -28,6 +28,7 @@ void check(tpu_status_t s) {
     case TPU_CODE_OUT_OF_RANGE: TORCH_CHECK_INDEX(false, msg);
     case TPU_CODE_UNIMPLEMENTED: TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
     case TPU_CODE_RESOURCE_EXHAUSTED: TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
+    case TPU_CODE_LINALG: TORCH_CHECK_LINALG(false, msg);
     default: TORCH_CHECK(false, msg);
   }
 }

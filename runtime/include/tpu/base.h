@@ -33,7 +33,9 @@ extern "C" {
 
 //===--- status ---===//
 
-// Abseil status codes (the numbering PJRT uses too).
+// Abseil status codes (the numbering PJRT uses too), and one of ours:
+// LINALG, an input a linear-algebra op cannot factor or invert (PyTorch's
+// torch.linalg.LinAlgError).
 #define TPU_CODE_LIST(X)     \
   X(OK, 0)                   \
   X(CANCELLED, 1)            \
@@ -51,7 +53,8 @@ extern "C" {
   X(INTERNAL, 13)            \
   X(UNAVAILABLE, 14)         \
   X(DATA_LOSS, 15)           \
-  X(UNAUTHENTICATED, 16)
+  X(UNAUTHENTICATED, 16)     \
+  X(LINALG, 100)
 
 typedef enum tpu_code {
 #define TPU_CODE_ENUM(name, value) TPU_CODE_##name = value,

@@ -136,38 +136,36 @@ static tpu_val_t any_true(tpu_graph_t* g, tpu_val_t b) {
   return tpu_ir_reduce(g, b, tpu_ir_const_i(g, TPU_BOOL, 0, NULL, 0), all, rank, TPU_BODY_OR);
 }
 
-// Raises CPU's error when an info (batch shape) is nonzero: a failed
-// factorization or (not `factorization`) a zero diagonal entry. A single
-// small matrix gets CPU's exact message (one assertion per order); batches
-// and large matrices name no order.
-static void assert_info(tpu_lower_ctx_t* cx, tpu_val_t info, int64_t n, const char* api,
+// Raises CPU's error (LinAlgError) when an info (batch shape) is nonzero: a
+// failed factorization or (not `factorization`) a zero diagonal entry. A
+// single matrix gets CPU's exact message, naming the order; a batch names
+// neither the order nor the batch element.
+static void assert_info(tpu_lower_ctx_t* cx, tpu_val_t info, const char* api,
                         bool factorization) {
   tpu_graph_t* g = cx->g;
   tpu_type_t tt;
   if (!get_type(g, info, &tt)) return;
-  if (tpu_numel(tt.dims, tt.rank) == 1 && n <= 16) {
-    for (int64_t k = 1; k <= n; ++k) {
-      tpu_val_t is_k = tpu_ir_compare(g, TPU_CMP_EQ, info,
-                                      tpu_ir_const_i(g, TPU_I32, k, tt.dims, tt.rank));
-      if (factorization)
-        tpu_lower_assert(cx, any_true(g, is_k), TPU_CODE_INVALID_ARGUMENT,
-                         "%s: The factorization could not be completed because the input is "
-                         "not positive-definite (the leading minor of order %lld is not "
-                         "positive-definite).", api, (long long)k);
-      else
-        tpu_lower_assert(cx, any_true(g, is_k), TPU_CODE_INVALID_ARGUMENT,
-                         "%s: The diagonal element %lld is zero, the inversion could not be "
-                         "completed because the input matrix is singular.", api, (long long)k);
-    }
+  tpu_val_t bad = any_true(g, tpu_ir_compare(g, TPU_CMP_NE, info,
+                                             tpu_ir_const_i(g, TPU_I32, 0, tt.dims, tt.rank)));
+  if (tpu_numel(tt.dims, tt.rank) == 1) {
+    tpu_val_t order = tpu_ir_reshape(g, tpu_ir_convert(g, info, TPU_I64), NULL, 0);
+    if (factorization)
+      tpu_lower_assert_value(cx, bad, order, TPU_CODE_LINALG,
+                             "%s: The factorization could not be completed because the input is "
+                             "not positive-definite (the leading minor of order {value} is not "
+                             "positive-definite).", api);
+    else
+      tpu_lower_assert_value(cx, bad, order, TPU_CODE_LINALG,
+                             "%s: The diagonal element {value} is zero, the inversion could not "
+                             "be completed because the input matrix is singular.", api);
     return;
   }
-  tpu_val_t bad = tpu_ir_compare(g, TPU_CMP_NE, info, tpu_ir_const_i(g, TPU_I32, 0, tt.dims, tt.rank));
   if (factorization)
-    tpu_lower_assert(cx, any_true(g, bad), TPU_CODE_INVALID_ARGUMENT,
+    tpu_lower_assert(cx, bad, TPU_CODE_LINALG,
                      "%s: The factorization could not be completed because the input is not "
                      "positive-definite.", api);
   else
-    tpu_lower_assert(cx, any_true(g, bad), TPU_CODE_INVALID_ARGUMENT,
+    tpu_lower_assert(cx, bad, TPU_CODE_LINALG,
                      "%s: A diagonal element is zero, the inversion could not be completed "
                      "because the input matrix is singular.", api);
 }
@@ -305,7 +303,7 @@ tpu_status_t tpu_lower_linalg_cholesky_ex(tpu_lower_ctx_t* cx) {
   }
   tpu_val_t l, info;
   factor(cx, upper, &l, &info);
-  if (check) assert_info(cx, info, d[r - 1], "linalg.cholesky_ex", true);
+  if (check) assert_info(cx, info, "linalg.cholesky_ex", true);
   tpu_lower_out(cx, 0, l);
   tpu_lower_out(cx, 1, info);
   return TPU_OK;
@@ -324,7 +322,7 @@ tpu_status_t tpu_lower_cholesky(tpu_lower_ctx_t* cx) {
   }
   tpu_val_t l, info;
   factor(cx, tpu_arg_bool(cx, 1, false), &l, &info);
-  assert_info(cx, info, d[r - 1], "cholesky", true);
+  assert_info(cx, info, "cholesky", true);
   tpu_lower_out(cx, 0, l);
   return TPU_OK;
 }
@@ -478,7 +476,7 @@ tpu_status_t tpu_lower_cholesky_inverse(tpu_lower_ctx_t* cx) {
                          tpu_ir_unary(g, TPU_IR_ABS, im));
   }
   tpu_val_t zero = tpu_ir_compare(g, TPU_CMP_EQ, diag, tpu_lower_const_like(cx, diag, 0));
-  assert_info(cx, first_bad(g, zero), d[r - 1], "cholesky_inverse", false);
+  assert_info(cx, first_bad(g, zero), "cholesky_inverse", false);
   tpu_val_t inv = chol_solve(g, f, eye_like(g, f), upper);
   tpu_lower_out(cx, 0, inv);
   return TPU_OK;
