@@ -29,6 +29,8 @@ void check(tpu_status_t s) {
     case TPU_CODE_UNIMPLEMENTED: TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
     case TPU_CODE_RESOURCE_EXHAUSTED: TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
     case TPU_CODE_LINALG: TORCH_CHECK_LINALG(false, msg);
+    case TPU_CODE_VALUE: TORCH_CHECK_VALUE(false, msg);
+    case TPU_CODE_TYPE: TORCH_CHECK_TYPE(false, msg);
     default: TORCH_CHECK(false, msg);
   }
 }

@@ -107,11 +107,10 @@ def test_arange_length_rules():
 
 
 def test_arange_int64_zero_step():
-    # PyTorch raises ValueError here; the runtime has no status code for it,
-    # so tpu raises RuntimeError with the same message.
+    # The step rounds to 0 in int64: PyTorch's ValueError.
     with pytest.raises(ValueError, match="step must be nonzero"):
         torch.arange(0, 5, 0.5, dtype=torch.int64)
-    with pytest.raises(RuntimeError, match="step must be nonzero"):
+    with pytest.raises(ValueError, match="step must be nonzero"):
         torch.arange(0, 5, 0.5, dtype=torch.int64, device="tpu")
 
 
@@ -234,3 +233,37 @@ def test_tri_indices_dtype_and_errors():
     check_factory_error(lambda d: torch.tril_indices(-1, 3, device=d))
     check_factory_error(lambda d: torch.triu_indices(3, -1, device=d))
     check_factory_error(lambda d: torch.tril_indices(3, 3, dtype=torch.float32, device=d))
+
+
+FILLS = {
+    "fill_": lambda x, v: x.fill_(v),
+    "full": lambda x, v: torch.full(x.shape, v, dtype=x.dtype, device=x.device),
+    "masked_fill": lambda x, v: x.masked_fill(torch.ones_like(x, dtype=torch.bool), v),
+    "index_fill": lambda x, v: x.index_fill(0, torch.tensor([0], device=x.device), v),
+}
+
+
+@pytest.mark.parametrize("name", FILLS)
+@pytest.mark.parametrize("dtype,value", [
+    (torch.int32, 2**40), (torch.int8, -129), (torch.uint8, 300), (torch.uint8, -256),
+    (torch.int64, 9.3e18), (torch.int32, float("nan")), (torch.float32, 1e300),
+    (torch.float16, -1e6), (torch.bfloat16, 1e300), (torch.complex64, complex(1, 1e300)),
+], ids=str)
+def test_fill_with_a_number_that_does_not_fit_raises(name, dtype, value):
+    # PyTorch's Scalar::to<T>(): an error, not a wrapped or infinite value.
+    with pytest.raises(RuntimeError) as cpu_err:
+        FILLS[name](torch.zeros(3, dtype=dtype), value)
+    with pytest.raises(RuntimeError) as tpu_err:
+        FILLS[name](torch.zeros(3, dtype=dtype, device="tpu"), value)
+    assert str(tpu_err.value) == str(cpu_err.value)
+
+
+@pytest.mark.parametrize("dtype,value", [
+    (torch.uint8, -255), (torch.int64, 2**63 - 1), (torch.int8, -128), (torch.float16, float("inf")),
+    (torch.float32, float("nan")), (torch.bool, 1e300), (torch.float64, 1e308), (torch.int32, 2.5),
+], ids=str)
+def test_fill_with_a_number_at_the_edge_of_the_range(dtype, value):
+    for fill in FILLS.values():
+        want = fill(torch.zeros(3, dtype=dtype), value)
+        got = fill(torch.zeros(3, dtype=dtype, device="tpu"), value).cpu()
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)

@@ -115,10 +115,12 @@ def test_cat_promotion_empty_and_out():
     check_error(lambda x, y: torch.cat([x, y]), f, rand((2, 2)))
     check_error(lambda x, y: torch.cat([x, y]), f, torch.tensor(1.0))
     check_error(lambda x, y: torch.cat([x, y]), f, rand((2, 3, 1)))
-    # CPU raises TypeError for an out= dtype it cannot cast to; the tpu
-    # kernel's cast check raises RuntimeError (no TypeError status exists).
-    with pytest.raises((TypeError, RuntimeError)):
-        torch.cat([f.to(TPU)] * 2, out=torch.empty(4, 3, dtype=torch.long, device=TPU))
+    # an out= dtype the inputs cannot be cast to: PyTorch's TypeError, for
+    # stack too (its message says torch.cat), before any shape check
+    for fn in (lambda x, o: torch.cat([x, x], out=o), lambda x, o: torch.stack([x, x], out=o),
+               lambda x, o: torch.cat([x, x[:, :2]], out=o)):
+        tpu_err, cpu_err = check_error(fn, f, torch.empty(4, 3, dtype=torch.long))
+        assert str(tpu_err) == str(cpu_err)
     check_error(lambda x: torch.cat([x, x], 2), f)
 
 

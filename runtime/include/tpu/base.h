@@ -33,9 +33,10 @@ extern "C" {
 
 //===--- status ---===//
 
-// Abseil status codes (the numbering PJRT uses too), and one of ours:
-// LINALG, an input a linear-algebra op cannot factor or invert (PyTorch's
-// torch.linalg.LinAlgError).
+// Abseil status codes (the numbering PJRT uses too), and three of ours for
+// the exception types PyTorch raises beyond RuntimeError/IndexError: LINALG,
+// an input a linear-algebra op cannot factor or invert (LinAlgError); VALUE
+// (ValueError) and TYPE (TypeError), an argument PyTorch rejects as such.
 #define TPU_CODE_LIST(X)     \
   X(OK, 0)                   \
   X(CANCELLED, 1)            \
@@ -54,7 +55,9 @@ extern "C" {
   X(UNAVAILABLE, 14)         \
   X(DATA_LOSS, 15)           \
   X(UNAUTHENTICATED, 16)     \
-  X(LINALG, 100)
+  X(LINALG, 100)             \
+  X(VALUE, 101)              \
+  X(TYPE, 102)
 
 typedef enum tpu_code {
 #define TPU_CODE_ENUM(name, value) TPU_CODE_##name = value,

@@ -1,6 +1,8 @@
 // Calling an op: lower it into the device graph, let the caller provide the
 // targets, write the results, and run per the mode. Also the argument and
 // input accessors that lowerings use.
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -182,6 +184,64 @@ tpu_val_t tpu_lower_input(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype) {
   if (a->kind == TPU_ARG_INT || a->kind == TPU_ARG_FLOAT || a->kind == TPU_ARG_BOOL)
     return tpu_lower_number(cx, tpu_arg_number(cx, i, 0), dtype);
   return tpu_ir_convert(cx->g, tpu_lower_tensor(cx, i), dtype);
+}
+
+// The C++ type PyTorch names when a number does not fit `t`, and the
+// range it checks: [-max, max] for unsigned types (negatives wrap), none
+// (NULL) where c10 checks nothing (bool, float8, double). (CPU skips the
+// check for a one-element half or bfloat16 tensor; this does not.)
+static const char* fill_type(tpu_dtype_t t, double* max) {
+  switch (t) {
+    case TPU_I8: *max = 127; return "int8_t";
+    case TPU_I16: *max = 32767; return "int16_t";
+    case TPU_I32: *max = 2147483647.0; return "int";
+    case TPU_I64: *max = 9223372036854775807.0; return "int64_t";
+    case TPU_U8: *max = 255; return "uint8_t";
+    case TPU_U16: *max = 65535; return "uint16_t";
+    case TPU_U32: *max = 4294967295.0; return "uint32_t";
+    case TPU_U64: *max = 18446744073709551615.0; return "uint64_t";
+    case TPU_F16: *max = 65504; return "c10::Half";
+    case TPU_BF16: *max = 3.38953139e38; return "c10::BFloat16";
+    case TPU_F32: *max = FLT_MAX; return "float";
+    case TPU_C64: *max = FLT_MAX; return "c10::complex<float>";
+    default: return NULL;
+  }
+}
+
+// c10's overflows(): an integer target takes values within its range (a
+// NaN or infinity is out of it), a float target finite values within its
+// range and any infinity or NaN.
+static bool fill_overflows(const tpu_scalar_t* s, tpu_dtype_t t, double max) {
+  double parts[2] = {0, 0};
+  switch (tpu_dtype_kind(s->dtype)) {
+    case TPU_KIND_BOOL: return false;
+    case TPU_KIND_INT:
+    case TPU_KIND_UINT: parts[0] = (double)s->i; break;
+    case TPU_KIND_FLOAT: parts[0] = s->f; break;
+    case TPU_KIND_COMPLEX: parts[0] = s->c[0]; parts[1] = s->c[1]; break;
+  }
+  bool lo_signed = tpu_dtype_kind(t) == TPU_KIND_INT;
+  double lo = lo_signed ? -max - 1 : -max;
+  for (int k = 0; k < 2; ++k) {
+    double v = parts[k];
+    if (tpu_dtype_is_integral(t, false) ? !(v >= lo && v <= max)
+                                        : isfinite(v) && fabs(v) > max)
+      return true;
+  }
+  return false;
+}
+
+tpu_val_t tpu_lower_fill_value(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  double max;
+  const char* name = fill_type(dtype, &max);
+  if (a->kind == TPU_ARG_SCALAR && name && fill_overflows(&a->scalar, dtype, max)) {
+    tpu_graph_fail(cx->g, tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                                          "value cannot be converted to type %s without "
+                                          "overflow", name));
+    return TPU_VAL_NONE;
+  }
+  return tpu_lower_input(cx, i, dtype);
 }
 
 tpu_val_t tpu_lower_bytes(tpu_lower_ctx_t* cx, tpu_dtype_t dtype,

@@ -90,6 +90,11 @@ tpu_val_t tpu_lower_tensor(tpu_lower_ctx_t* cx, int i);
 // Tensor or scalar argument i as a value of `dtype` (a scalar becomes a 0-d
 // input, so a new Python number does not recompile).
 tpu_val_t tpu_lower_input(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype);
+// Argument i as the value an op fills in (fill_, masked_fill, index_fill):
+// as tpu_lower_input, but a number that does not fit `dtype` fails as
+// PyTorch's Scalar::to<T>() does ("value cannot be converted to type int
+// without overflow") instead of wrapping.
+tpu_val_t tpu_lower_fill_value(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype);
 // A scalar as a 0-d input of `dtype`.
 tpu_val_t tpu_lower_scalar(tpu_lower_ctx_t* cx, const tpu_scalar_t* s,
                            tpu_dtype_t dtype);

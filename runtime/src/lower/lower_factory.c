@@ -83,8 +83,8 @@ tpu_status_t tpu_lower_arange(tpu_lower_ctx_t* cx) {
   double size_d;
   if (t == TPU_I64) {  // in int64 (more precise than double), numbers truncated
     int64_t xstart = scalar_i64(cx, 0), xend = scalar_i64(cx, 1), xstep = scalar_i64(cx, 2);
-    if (xstep == 0)  // (a ValueError in PyTorch)
-      return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "step must be nonzero");
+    if (xstep == 0)  // PyTorch's ValueError
+      return tpu_status_make(TPU_CODE_VALUE, "step must be nonzero");
     int64_t sgn = (xstep > 0) - (xstep < 0);
     size_d = (double)((xend - xstart + xstep - sgn) / xstep);
   } else {

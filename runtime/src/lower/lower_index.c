@@ -177,6 +177,11 @@ tpu_status_t tpu_lower_cat(tpu_lower_ctx_t* cx) {
     bool legacy_empty = v->rank == 1 && v->sizes[0] == 0;
     if (!first && !legacy_empty) first = v;
   }
+  // out=: PyTorch checks the cast before the shapes (stack's message too).
+  if (cx->num_out_dtypes && !tpu_dtype_can_cast(t, tpu_lower_out_dtype(cx, 0, t)))
+    return TPU_LOWER_ERROR(TPU_CODE_TYPE,
+                           "torch.cat(): input types can't be cast to the desired output type %s",
+                           tpu_dtype_torch_name(tpu_lower_out_dtype(cx, 0, t)));
   if (!first) {
     int64_t zero = 0;
     tpu_lower_out(cx, 0, tpu_ix_zeros(g, t, &zero, 1));
@@ -406,7 +411,7 @@ tpu_status_t tpu_lower_index_fill(tpu_lower_ctx_t* cx) {
   hit = tpu_scatter_flat(g, hit, idx, tpu_ir_const_i(g, TPU_BOOL, 1, &m, 1), 1, TPU_BODY_REPLACE);
   int64_t bd = dim;
   hit = tpu_ir_broadcast(g, hit, d, n, &bd);
-  tpu_val_t v = tpu_ir_broadcast(g, tpu_lower_input(cx, 3, t), d, n, NULL);
+  tpu_val_t v = tpu_ir_broadcast(g, tpu_lower_fill_value(cx, 3, t), d, n, NULL);
   x = tpu_ir_select(g, hit, v, tpu_ir_reshape(g, x, d, n));
   tpu_lower_out(cx, 0, tpu_ir_reshape(g, x, r0 ? d : NULL, r0));
   return TPU_OK;
