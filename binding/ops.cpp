@@ -3,6 +3,7 @@
 // counted CPU fallback for everything else.
 #include <algorithm>
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -393,6 +394,38 @@ void flush_after_backward() {
       [] { tpu_status_free(tpu_flush(-1)); });  // errors surface at the next sync
 }
 
+// PyTorch's checks of out= tensors, as given (before any resize): none may
+// write an element twice, nor share memory with an input in part (its
+// kernels would read what they already wrote; ours would not, but the same
+// call fails the same way on both devices). An out= that is an input as a
+// whole is an in-place update, allowed except by the ops that gather.
+bool out_may_be_an_input(const c10::OperatorName& op) {
+  static const std::set<std::string> gathering = {
+      "aten::cat", "aten::gather", "aten::index_select", "aten::kthvalue",
+      "aten::masked_select", "aten::take"};
+  return !gathering.count(op.name);
+}
+
+void check_out_overlap(const c10::OperatorName& op, const std::vector<at::Tensor>& outs,
+                       c10::ArrayRef<c10::IValue> args, const std::vector<bool>& is_out) {
+  bool whole_ok = out_may_be_an_input(op);
+  std::vector<at::Tensor> inputs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (is_out[i]) continue;
+    if (args[i].isTensor()) inputs.push_back(args[i].toTensor());
+    if (args[i].isTensorList())
+      for (const at::Tensor& t : args[i].toTensorVector()) inputs.push_back(t);
+  }
+  for (const at::Tensor& out : outs) {
+    at::assert_no_internal_overlap(out);
+    for (const at::Tensor& in : inputs) {
+      if (!in.defined() || (whole_ok && in.is_same(out))) continue;
+      if (whole_ok) at::assert_no_partial_overlap(out, in);
+      else at::assert_no_overlap(out, in);
+    }
+  }
+}
+
 class RowKernel final : public c10::OperatorKernel {
  public:
   explicit RowKernel(int row) : row_(row) {}
@@ -436,6 +469,8 @@ class RowKernel final : public c10::OperatorKernel {
       a.args.push_back(convert(a, schema_args[i], v));
     }
     if (a.device < 0) a.device = current_device();
+    if (info_.is_out_variant)
+      check_out_overlap(op.schema().operator_name(), call.targets, ivalues, info_.is_out);
     for (size_t g : a.generators) {
       size_t schema_index = 0, seen = 0;  // find the IValue behind args[g]
       for (; schema_index < n; ++schema_index) {

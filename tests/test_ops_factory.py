@@ -248,6 +248,7 @@ FILLS = {
     (torch.int32, 2**40), (torch.int8, -129), (torch.uint8, 300), (torch.uint8, -256),
     (torch.int64, 9.3e18), (torch.int32, float("nan")), (torch.float32, 1e300),
     (torch.float16, -1e6), (torch.bfloat16, 1e300), (torch.complex64, complex(1, 1e300)),
+    (torch.float64, 1j), (torch.int32, complex(2, 1)),
 ], ids=str)
 def test_fill_with_a_number_that_does_not_fit_raises(name, dtype, value):
     # PyTorch's Scalar::to<T>(): an error, not a wrapped or infinite value.
@@ -261,6 +262,7 @@ def test_fill_with_a_number_that_does_not_fit_raises(name, dtype, value):
 @pytest.mark.parametrize("dtype,value", [
     (torch.uint8, -255), (torch.int64, 2**63 - 1), (torch.int8, -128), (torch.float16, float("inf")),
     (torch.float32, float("nan")), (torch.bool, 1e300), (torch.float64, 1e308), (torch.int32, 2.5),
+    (torch.complex64, 1j),
 ], ids=str)
 def test_fill_with_a_number_at_the_edge_of_the_range(dtype, value):
     for fill in FILLS.values():

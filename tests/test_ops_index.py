@@ -854,3 +854,41 @@ def test_device_side_index_errors_match_pytorch(shape, bad, name, fn):
         message, where = str(tpu).split("\n")
         assert message == str(cpu).splitlines()[0]
         assert where.startswith(f"(checked on the device by ") and "test_ops_index.py:" in where
+
+
+#===--- out= tensors that overlap: PyTorch's checks ---===#
+
+def _ranged(d, n):
+    return torch.arange(float(n), device=d)
+
+
+OVERLAPS = {  # each returns the tensor written
+    "partial with an input": lambda d: (
+        a := _ranged(d, 6), torch.add(a[:4], 1, out=a[2:]))[0],
+    "the input itself": lambda d: (a := _ranged(d, 6), torch.add(a, 1, out=a))[0],
+    "disjoint, same storage": lambda d: (
+        a := _ranged(d, 8), torch.mul(a[:4], 2, out=a[4:]))[0],
+    "writes an element twice": lambda d: torch.index_select(
+        _ranged(d, 18).view(3, 6), 0, torch.tensor([0, 2], device=d),
+        out=torch.empty(1, 6, device=d).expand(2, 6)),
+    "gather into its input": lambda d: (
+        a := _ranged(d, 6), torch.gather(a, 0, torch.tensor([1, 0, 2, 3, 4, 5], device=d),
+                                          out=a))[0],
+    "cat into one of its inputs": lambda d: (a := _ranged(d, 4), torch.cat([a, a], out=a))[0],
+    "cat next to its inputs": lambda d: (
+        a := _ranged(d, 8), torch.cat([a[:2], a[2:4]], out=a[4:]))[0],
+}
+
+
+@pytest.mark.parametrize("name", OVERLAPS)
+def test_out_overlap_matches_pytorch(name):
+    def outcome(device):
+        try:
+            return OVERLAPS[name](device)
+        except RuntimeError as e:
+            return str(e)
+    cpu, tpu = outcome("cpu"), outcome(TPU)
+    if isinstance(cpu, str):
+        assert tpu == cpu and "unsupported operation" in cpu
+    else:
+        assert_same(cpu, tpu)

@@ -188,10 +188,15 @@ tpu_val_t tpu_lower_input(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype) {
 
 // The C++ type PyTorch names when a number does not fit `t`, and the
 // range it checks: [-max, max] for unsigned types (negatives wrap), none
-// (NULL) where c10 checks nothing (bool, float8, double). (CPU skips the
-// check for a one-element half or bfloat16 tensor; this does not.)
+// (infinite) for double and float8. (CPU skips the check for a
+// one-element half or bfloat16 tensor; this does not.)
 static const char* fill_type(tpu_dtype_t t, double* max) {
+  *max = INFINITY;
   switch (t) {
+    case TPU_F64: return "double";
+    case TPU_C128: return "c10::complex<double>";
+    case TPU_F8E5M2: return "c10::Float8_e5m2";
+    case TPU_F8E4M3FN: return "c10::Float8_e4m3fn";
     case TPU_I8: *max = 127; return "int8_t";
     case TPU_I16: *max = 32767; return "int16_t";
     case TPU_I32: *max = 2147483647.0; return "int";
@@ -204,21 +209,26 @@ static const char* fill_type(tpu_dtype_t t, double* max) {
     case TPU_BF16: *max = 3.38953139e38; return "c10::BFloat16";
     case TPU_F32: *max = FLT_MAX; return "float";
     case TPU_C64: *max = FLT_MAX; return "c10::complex<float>";
-    default: return NULL;
+    default: return "?";
   }
 }
 
 // c10's overflows(): an integer target takes values within its range (a
 // NaN or infinity is out of it), a float target finite values within its
-// range and any infinity or NaN.
+// range and any infinity or NaN; a real target no imaginary part.
 static bool fill_overflows(const tpu_scalar_t* s, tpu_dtype_t t, double max) {
   double parts[2] = {0, 0};
+  if (t == TPU_BOOL) return false;  // any number is true or false
   switch (tpu_dtype_kind(s->dtype)) {
     case TPU_KIND_BOOL: return false;
     case TPU_KIND_INT:
     case TPU_KIND_UINT: parts[0] = (double)s->i; break;
     case TPU_KIND_FLOAT: parts[0] = s->f; break;
-    case TPU_KIND_COMPLEX: parts[0] = s->c[0]; parts[1] = s->c[1]; break;
+    case TPU_KIND_COMPLEX:
+      parts[0] = s->c[0];
+      parts[1] = s->c[1];
+      if (parts[1] != 0 && !tpu_dtype_is_complex(t)) return true;
+      break;
   }
   bool lo_signed = tpu_dtype_kind(t) == TPU_KIND_INT;
   double lo = lo_signed ? -max - 1 : -max;
@@ -235,7 +245,7 @@ tpu_val_t tpu_lower_fill_value(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype) {
   const tpu_arg_t* a = tpu_arg(cx, i);
   double max;
   const char* name = fill_type(dtype, &max);
-  if (a->kind == TPU_ARG_SCALAR && name && fill_overflows(&a->scalar, dtype, max)) {
+  if (a->kind == TPU_ARG_SCALAR && fill_overflows(&a->scalar, dtype, max)) {
     tpu_graph_fail(cx->g, tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                                           "value cannot be converted to type %s without "
                                           "overflow", name));

@@ -393,6 +393,11 @@ tpu_status_t tpu_lower_index_fill(tpu_lower_ctx_t* cx) {
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "index_fill_ only supports a 0-dimensional value tensor, but got "
                            "tensor with %d dimension(s).", tpu_arg_rank(cx, 3));
+  if (!tpu_arg_is_tensor(cx, 3) && tpu_dtype_is_complex(tpu_arg_value_dtype(cx, 3)) &&
+      !tpu_dtype_is_complex(tpu_arg_value_dtype(cx, 0)))
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "index_fill_(): Converting complex Scalar to non-complex type is not "
+                           "supported");
   int64_t d[TPU_MAX_RANK], m;
   int r0 = tpu_arg_rank(cx, 0), n = tpu_ix_nonempty_shape(cx, 0, d);
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
