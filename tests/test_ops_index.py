@@ -877,6 +877,12 @@ OVERLAPS = {  # each returns the tensor written
     "cat into one of its inputs": lambda d: (a := _ranged(d, 4), torch.cat([a, a], out=a))[0],
     "cat next to its inputs": lambda d: (
         a := _ranged(d, 8), torch.cat([a[:2], a[2:4]], out=a[4:]))[0],
+    "in place, elements shared": lambda d: torch.zeros(2, 1, device=d).expand(2, 3).add_(1),
+    # filling writes one value to every alias: allowed
+    "fill_ of an expanded tensor": lambda d: torch.zeros(2, 1, device=d).expand(2, 3).fill_(2.5),
+    "zero_ of an expanded tensor": lambda d: _ranged(d, 2).view(2, 1).expand(2, 3).zero_(),
+    "half fill_ of an expanded tensor": lambda d: torch.zeros(
+        1, dtype=torch.float16, device=d).expand(4).fill_(3),
 }
 
 

@@ -209,6 +209,20 @@ tpu_val_t tpu_view_lower_write(tpu_graph_t* g, tpu_val_t flat,
     return tpu_ir_scatter(g, flat, element_indices(g, v), value, &dn,
                           TPU_BODY_REPLACE);
   }
+  if (p.broadcast && tpu_ir_is_uniform(g, value)) {
+    // Every element the same (fill_, zero_): each aliased location gets it
+    // once, well defined, as PyTorch allows. Write it through the view
+    // without the stride-0 dims.
+    tpu_view_t once = *v;
+    int64_t zeros[TPU_MAX_RANK] = {0}, ones[TPU_MAX_RANK];
+    for (int i = 0; i < v->rank; ++i) {
+      ones[i] = 1;
+      if (v->strides[i] == 0) once.sizes[i] = 1;
+    }
+    tpu_val_t one = tpu_ir_reshape(g, tpu_ir_slice(g, value, zeros, ones, NULL), NULL, 0);
+    return tpu_view_lower_write(g, flat, &once,
+                                tpu_ir_broadcast(g, one, once.sizes, once.rank, NULL));
+  }
   if (p.broadcast) {
     tpu_graph_fail(g, tpu_status_make(
                           TPU_CODE_INVALID_ARGUMENT,

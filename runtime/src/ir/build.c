@@ -786,3 +786,14 @@ tpu_val_t tpu_ir_barrier(tpu_graph_t* g, tpu_val_t x) {
   if (!valid(g, x)) return TPU_VAL_NONE;
   return tpu_graph_add(g, TPU_IR_OPT_BARRIER, &x, 1, NULL, 0, type_of(g, x));
 }
+
+bool tpu_ir_is_uniform(const tpu_graph_t* g, tpu_val_t v) {
+  const tpu_node_t* n = tpu_graph_node(g, v);
+  switch (n->op) {
+    case TPU_IR_CONSTANT: return !((const const_attrs_t*)n->attrs)->is_array;
+    case TPU_IR_BROADCAST:
+    case TPU_IR_CONVERT:
+      return tpu_ir_rank(g, n->operands[0]) == 0 || tpu_ir_is_uniform(g, n->operands[0]);
+    default: return false;
+  }
+}

@@ -282,6 +282,10 @@ tpu_val_t tpu_ir_scatter(tpu_graph_t* g, tpu_val_t operand, tpu_val_t indices,
                          tpu_val_t updates, const tpu_scatter_dims_t* dn,
                          tpu_body_t body);
 
+// Whether every element of v is known to be the same: a splat constant, or
+// a broadcast or conversion of such a value or of a 0-d one.
+bool tpu_ir_is_uniform(const tpu_graph_t* g, tpu_val_t v);
+
 // Reduces `x` over `dims` (ascending, distinct) with init value `init` (0-d).
 tpu_val_t tpu_ir_reduce(tpu_graph_t* g, tpu_val_t x, tpu_val_t init,
                         const int64_t* dims, int ndims, tpu_body_t body);
