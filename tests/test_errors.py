@@ -149,3 +149,30 @@ def test_debug_mode_raises_at_the_op():
         with pytest.raises(IndexError):
             x.index_select(0, torch.tensor([7], device="tpu"))
     still_works()
+
+
+ARGUMENT_ERRORS = {  # each called with a device
+    "roll of a 0-d tensor along a dim": lambda d: torch.roll(torch.tensor(1.0, device=d), 0, 0),
+    "gather out= of another dtype": lambda d: torch.gather(
+        torch.zeros(3, device=d), 0, torch.tensor([0], device=d),
+        out=torch.zeros(1, dtype=torch.float64, device=d)),
+    "argmax out= of another dtype": lambda d: torch.argmax(
+        torch.zeros(3, device=d), out=torch.zeros((), dtype=torch.int32, device=d)),
+    "avg_pool3d of a 3-d input": lambda d: torch.nn.functional.avg_pool3d(
+        torch.zeros(2, 2, 3, device=d), 1),
+    "narrow_copy past the last dim": lambda d: torch.zeros(2, 3, 4, device=d).narrow_copy(3, 0, 1),
+    "complex out= of another precision": lambda d: torch.complex(
+        torch.zeros(2, device=d), torch.zeros(2, device=d),
+        out=torch.zeros(2, dtype=torch.complex128, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", ARGUMENT_ERRORS)
+def test_argument_errors_match_pytorch(name):
+    with pytest.raises(Exception) as cpu_err:
+        ARGUMENT_ERRORS[name]("cpu")
+    with pytest.raises(Exception) as tpu_err:
+        ARGUMENT_ERRORS[name]("tpu")
+    assert type(tpu_err.value) is type(cpu_err.value)
+    assert str(tpu_err.value).splitlines()[0] == str(cpu_err.value).splitlines()[0]
+    still_works()

@@ -407,8 +407,8 @@ static tpu_status_t check_target(const tpu_op_row_t* row, const tpu_result_type_
   if ((row->flags & TPU_F_OUT_EXACT) && type->dtype != t->dtype)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "Expected out tensor to have dtype %s, but got %s "
-                           "instead", tpu_dtype_torch_name(type->dtype),
-                           tpu_dtype_torch_name(t->dtype));
+                           "instead", tpu_dtype_cpp_name(type->dtype),
+                           tpu_dtype_cpp_name(t->dtype));
   if ((row->flags & TPU_F_CAST_CHECK) && !tpu_dtype_can_cast(type->dtype, t->dtype))
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "result type %s can't be cast to the desired output "

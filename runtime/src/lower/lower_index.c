@@ -132,6 +132,10 @@ tpu_status_t tpu_lower_narrow_copy(tpu_lower_ctx_t* cx) {
   int rank = tpu_arg_rank(cx, 0);
   if (rank == 0) return tpu_invalid("narrow() cannot be applied to a 0-dim tensor.");
   int64_t dim;
+  if (tpu_arg_int(cx, 1, 0) >= rank)  // CPU's own check, before wrapping
+    return tpu_invalid("Expected dim < static_cast<int64_t>(self_sizes.size()) to be true, but "
+                       "got false.  (Could this error message be improved?  If so, please "
+                       "report an enhancement request to PyTorch.)");
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 1, 0), rank, &dim));
   const int64_t* sizes = tpu_arg_sizes(cx, 0);
   int64_t size = sizes[dim], start = tpu_arg_int(cx, 2, 0), length = tpu_arg_int(cx, 3, 0);

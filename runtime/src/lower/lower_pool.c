@@ -374,8 +374,12 @@ static tpu_status_t read_avg_pool(tpu_lower_ctx_t* cx, int x, int n, const char*
                                   pool_t* pl) {
   // avg_pool{2,3}d(self, kernel_size, stride, padding, ceil_mode,
   //                count_include_pad, divisor_override), shifted by x.
-  int64_t dim;  // CPU reads input.size(-n - 1) first
-  TPU_RETURN_IF_ERROR(tpu_wrap_dim(-n - 1, tpu_arg_rank(cx, x), &dim));
+  int rank = tpu_arg_rank(cx, x);
+  if (n == 3 && rank != 4 && rank != 5)  // CPU checks the 3-d rank first
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "non-empty 4D or 5D (batch mode) tensor expected for input");
+  int64_t dim;  // and for 2-d reads input.size(-3) first
+  TPU_RETURN_IF_ERROR(tpu_wrap_dim(-n - 1, rank, &dim));
   TPU_RETURN_IF_ERROR(read_pool(cx, name, x, n, x + 1, x + 2, x + 3, -1,
                                 tpu_arg_bool(cx, x + 4, false), pl));
   TPU_RETURN_IF_ERROR(check_divisor(cx, x + 6));

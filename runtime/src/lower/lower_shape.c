@@ -69,8 +69,11 @@ tpu_status_t tpu_lower_roll(tpu_lower_ctx_t* cx) {
   }
   for (int i = 0; i < nd; ++i) {
     int64_t d;
+    if (rank == 0)  // a 0-d tensor has no dim to roll along
+      return TPU_LOWER_ERROR(TPU_CODE_OUT_OF_RANGE,
+                             "Dimension specified as %lld but tensor has no dimensions",
+                             (long long)dims[i]);
     TPU_RETURN_IF_ERROR(tpu_wrap_dim(dims[i], rank, &d));
-    if (rank == 0) continue;
     int64_t size = xd[d];
     x = roll_dim(g, x, xd, rank, (int)d, ((shifts[i] % size) + size) % size);
   }

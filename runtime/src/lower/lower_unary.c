@@ -140,6 +140,13 @@ static tpu_status_t complex_parts(tpu_lower_ctx_t* cx, tpu_val_t* re, tpu_val_t*
 tpu_status_t tpu_lower_complex(tpu_lower_ctx_t* cx) {
   tpu_val_t re, im;
   TPU_RETURN_IF_ERROR(complex_parts(cx, &re, &im));
+  tpu_dtype_t want = tpu_ir_dtype(cx->g, re) == TPU_F64 ? TPU_C128 : TPU_C64;
+  tpu_dtype_t out = tpu_lower_out_dtype(cx, 0, want);
+  if (out != want)
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "Expected object of scalar type %s but got scalar type %s for "
+                           "argument 'out'", tpu_dtype_torch_name(want),
+                           tpu_dtype_torch_name(out));
   tpu_lower_out(cx, 0, tpu_ir_binary(cx->g, TPU_IR_COMPLEX, re, im));
   return TPU_OK;
 }
