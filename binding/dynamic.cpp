@@ -10,6 +10,7 @@
 // it on the device without a count). The work stays in the C lowerings
 // (runtime/src/lower/lower_index.c); this file only sequences calls.
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
@@ -175,6 +176,9 @@ at::Tensor masked_select_tpu(const at::Tensor& self, const at::Tensor& mask) {
 at::Tensor& masked_select_out_tpu(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
   TORCH_CHECK(out.scalar_type() == self.scalar_type(),
               "masked_select(): self and result must have the same scalar type");
+  at::assert_no_internal_overlap(out);  // PyTorch's checks, as for the op-table rows' out=
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, mask);
   return write_out(masked_select_tpu(self, mask), out);
 }
 
