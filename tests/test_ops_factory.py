@@ -269,3 +269,31 @@ def test_fill_with_a_number_at_the_edge_of_the_range(dtype, value):
         want = fill(torch.zeros(3, dtype=dtype), value)
         got = fill(torch.zeros(3, dtype=dtype, device="tpu"), value).cpu()
         torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
+TENSOR_FILLS = {  # a 0-d tensor value: masked_fill and index_fill check it, fill_ copies it
+    "masked_fill complex into int64": lambda d: torch.zeros(2, dtype=torch.int64, device=d)
+    .masked_fill(torch.ones(2, dtype=torch.bool, device=d), torch.tensor(1j, device=d)),
+    "masked_fill real complex into int64": lambda d: torch.zeros(2, dtype=torch.int64, device=d)
+    .masked_fill(torch.ones(2, dtype=torch.bool, device=d), torch.tensor(3 + 0j, device=d)),
+    "masked_fill double into float": lambda d: torch.zeros(2, device=d).masked_fill(
+        torch.ones(2, dtype=torch.bool, device=d), torch.tensor(1e300, dtype=torch.float64,
+                                                                device=d)),
+    "index_fill 300 into int8": lambda d: torch.zeros(2, dtype=torch.int8, device=d).index_fill(
+        0, torch.tensor([0], device=d), torch.tensor(300, device=d)),
+    "fill_ 2**40 into int32 (wraps)": lambda d: torch.zeros(2, dtype=torch.int32, device=d).fill_(
+        torch.tensor(2**40, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", TENSOR_FILLS)
+def test_fill_with_a_tensor_value_as_on_cpu(name):
+    def outcome(device):
+        try:
+            result = TENSOR_FILLS[name](device)
+            torch.tpu.synchronize()  # the tpu value is checked on the device
+            return result.cpu()
+        except RuntimeError as e:
+            return str(e).splitlines()[0]
+    cpu, tpu = outcome("cpu"), outcome("tpu")
+    assert type(tpu) is type(cpu) and (tpu == cpu if isinstance(cpu, str) else torch.equal(tpu, cpu))

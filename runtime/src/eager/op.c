@@ -241,7 +241,33 @@ static bool fill_overflows(const tpu_scalar_t* s, tpu_dtype_t t, double max) {
   return false;
 }
 
-tpu_val_t tpu_lower_fill_value(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype) {
+// The same test on the device, for a 0-d tpu tensor `v`.
+static tpu_val_t device_overflows(tpu_graph_t* g, tpu_val_t v, tpu_dtype_t t, double max) {
+  tpu_dtype_t from = tpu_ir_dtype(g, v);
+  tpu_val_t im_bad = tpu_ir_const_i(g, TPU_BOOL, 0, NULL, 0);
+  if (tpu_dtype_is_complex(from)) {
+    if (!tpu_dtype_is_complex(t))
+      im_bad = tpu_ir_compare(g, TPU_CMP_NE, tpu_ir_unary(g, TPU_IR_IMAG, v),
+                              tpu_ir_const(g, from == TPU_C64 ? TPU_F32 : TPU_F64, 0, NULL, 0));
+    v = tpu_ir_unary(g, TPU_IR_REAL, v);
+  }
+  v = tpu_ir_convert(g, v, TPU_F64);
+  tpu_val_t bad;
+  if (tpu_dtype_is_integral(t, false)) {
+    double lo = tpu_dtype_kind(t) == TPU_KIND_INT ? -max - 1 : -max;
+    tpu_val_t in = tpu_ir_binary(g, TPU_IR_AND,
+                                 tpu_ir_compare(g, TPU_CMP_GE, v, tpu_ir_const(g, TPU_F64, lo, NULL, 0)),
+                                 tpu_ir_compare(g, TPU_CMP_LE, v, tpu_ir_const(g, TPU_F64, max, NULL, 0)));
+    bad = tpu_ir_unary(g, TPU_IR_NOT, in);
+  } else {
+    bad = tpu_ir_binary(g, TPU_IR_AND, tpu_ir_unary(g, TPU_IR_IS_FINITE, v),
+                        tpu_ir_compare(g, TPU_CMP_GT, tpu_ir_unary(g, TPU_IR_ABS, v),
+                                       tpu_ir_const(g, TPU_F64, max, NULL, 0)));
+  }
+  return tpu_ir_binary(g, TPU_IR_OR, bad, im_bad);
+}
+
+tpu_val_t tpu_lower_fill_value(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype, bool check_tensor) {
   const tpu_arg_t* a = tpu_arg(cx, i);
   double max;
   const char* name = fill_type(dtype, &max);
@@ -251,6 +277,13 @@ tpu_val_t tpu_lower_fill_value(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype) {
                                           "overflow", name));
     return TPU_VAL_NONE;
   }
+  tpu_dtype_t from = tpu_arg_value_dtype(cx, i);
+  bool may_overflow = dtype != TPU_BOOL && (isfinite(max) || (tpu_dtype_is_complex(from) &&
+                                                               !tpu_dtype_is_complex(dtype)));
+  if (check_tensor && a->kind == TPU_ARG_TENSOR && from != dtype && may_overflow)
+    tpu_lower_assert(cx, device_overflows(cx->g, tpu_lower_tensor(cx, i), dtype, max),
+                     TPU_CODE_INVALID_ARGUMENT,
+                     "value cannot be converted to type %s without overflow", name);
   return tpu_lower_input(cx, i, dtype);
 }
 

@@ -93,8 +93,10 @@ tpu_val_t tpu_lower_input(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype);
 // Argument i as the value an op fills in (fill_, masked_fill, index_fill):
 // as tpu_lower_input, but a number that does not fit `dtype` fails as
 // PyTorch's Scalar::to<T>() does ("value cannot be converted to type int
-// without overflow") instead of wrapping.
-tpu_val_t tpu_lower_fill_value(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype);
+// without overflow") instead of wrapping; so does a 0-d tensor's value,
+// checked on the device, when `check_tensor` (PyTorch reads it back to
+// check it for masked_fill and index_fill, and copies it for fill_).
+tpu_val_t tpu_lower_fill_value(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype, bool check_tensor);
 // A scalar as a 0-d input of `dtype`.
 tpu_val_t tpu_lower_scalar(tpu_lower_ctx_t* cx, const tpu_scalar_t* s,
                            tpu_dtype_t dtype);

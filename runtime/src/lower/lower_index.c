@@ -420,7 +420,7 @@ tpu_status_t tpu_lower_index_fill(tpu_lower_ctx_t* cx) {
   hit = tpu_scatter_flat(g, hit, idx, tpu_ir_const_i(g, TPU_BOOL, 1, &m, 1), 1, TPU_BODY_REPLACE);
   int64_t bd = dim;
   hit = tpu_ir_broadcast(g, hit, d, n, &bd);
-  tpu_val_t v = tpu_ir_broadcast(g, tpu_lower_fill_value(cx, 3, t), d, n, NULL);
+  tpu_val_t v = tpu_ir_broadcast(g, tpu_lower_fill_value(cx, 3, t, true), d, n, NULL);
   x = tpu_ir_select(g, hit, v, tpu_ir_reshape(g, x, d, n));
   tpu_lower_out(cx, 0, tpu_ir_reshape(g, x, r0 ? d : NULL, r0));
   return TPU_OK;

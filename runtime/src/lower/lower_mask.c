@@ -25,7 +25,7 @@ tpu_status_t tpu_lower_masked_fill(tpu_lower_ctx_t* cx) {
                                            tpu_arg_sizes(cx, 1), tpu_arg_rank(cx, 1), d, &n));
   tpu_val_t x = tpu_lower_expand(cx, tpu_lower_tensor(cx, 0), d, n);
   tpu_val_t m = tpu_lower_expand(cx, tpu_lower_tensor(cx, 1), d, n);
-  tpu_val_t v = tpu_ir_broadcast(g, tpu_lower_fill_value(cx, 2, t), d, n, NULL);
+  tpu_val_t v = tpu_ir_broadcast(g, tpu_lower_fill_value(cx, 2, t, true), d, n, NULL);
   tpu_lower_out(cx, 0, tpu_ir_select(g, m, v, x));
   return TPU_OK;
 }

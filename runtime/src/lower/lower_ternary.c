@@ -118,7 +118,7 @@ tpu_status_t tpu_lower_fill(tpu_lower_ctx_t* cx) {
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "fill_ only supports 0-dimension value tensor but got "
                            "tensor with %d dimensions.", tpu_arg_rank(cx, 1));
-  tpu_val_t v = tpu_lower_fill_value(cx, 1, self->tensor->dtype);
+  tpu_val_t v = tpu_lower_fill_value(cx, 1, self->tensor->dtype, false);
   tpu_lower_out(cx, 0, tpu_ir_broadcast(cx->g, v, self->tensor->sizes, self->tensor->rank, NULL));
   return TPU_OK;
 }
