@@ -398,17 +398,10 @@ void flush_after_backward() {
 // write an element twice, nor share memory with an input in part (its
 // kernels would read what they already wrote; ours would not, but the same
 // call fails the same way on both devices). An out= that is an input as a
-// whole is an in-place update, allowed except by the ops that gather.
-bool out_may_be_an_input(const c10::OperatorName& op) {
-  static const std::set<std::string> gathering = {
-      "aten::cat", "aten::gather", "aten::index_select", "aten::kthvalue",
-      "aten::masked_select", "aten::take"};
-  return !gathering.count(op.name);
-}
-
-void check_out_overlap(const c10::OperatorName& op, const std::vector<at::Tensor>& outs,
+// whole is an in-place update, allowed except by the rows that gather.
+void check_out_overlap(int row, const std::vector<at::Tensor>& outs,
                        c10::ArrayRef<c10::IValue> args, const std::vector<bool>& is_out) {
-  bool whole_ok = out_may_be_an_input(op);
+  bool whole_ok = !tpu_op_out_disjoint(row);
   std::vector<at::Tensor> inputs;
   for (size_t i = 0; i < args.size(); ++i) {
     if (is_out[i]) continue;
@@ -470,7 +463,7 @@ class RowKernel final : public c10::OperatorKernel {
     }
     if (a.device < 0) a.device = current_device();
     if (info_.is_out_variant)
-      check_out_overlap(op.schema().operator_name(), call.targets, ivalues, info_.is_out);
+      check_out_overlap(row_, call.targets, ivalues, info_.is_out);
     for (size_t g : a.generators) {
       size_t schema_index = 0, seen = 0;  // find the IValue behind args[g]
       for (; schema_index < n; ++schema_index) {

@@ -213,6 +213,9 @@ int tpu_op_lookup(const char* name);   // -1 if none
 // whose schema has no Generator (native_dropout) gets the default
 // generator's state as an extra, last, TPU_ARG_RNG argument.
 bool tpu_op_is_random(int op);
+// Whether an out= tensor of the op may not be one of its inputs, even as a
+// whole (the ops that gather).
+bool tpu_op_out_disjoint(int op);
 
 // Result dtype of PyTorch's type promotion over the given operands.
 tpu_dtype_t tpu_promote_types(tpu_dtype_t a, tpu_dtype_t b);

@@ -37,6 +37,8 @@ enum {
                          // target dtype (TensorIterator's rule)
   TPU_F_OUT_EXACT = 2,   // out=: the target must have the result's dtype
                          // (structured kernels' check; rows without in-place)
+  TPU_F_OUT_DISJOINT = 4,  // out=: may not be an input even as a whole (ops
+                           // that gather; PyTorch's assert_no_overlap)
 };
 
 typedef struct tpu_op_row {

@@ -50,6 +50,9 @@ const char* tpu_op_aten(int op) { return op >= 0 && op < NUM_ROWS ? rows[op].ate
 bool tpu_op_is_random(int op) {
   return op >= 0 && op < NUM_ROWS && rows[op].cls == TPU_CLASS_RNG;
 }
+bool tpu_op_out_disjoint(int op) {
+  return op >= 0 && op < NUM_ROWS && (rows[op].flags & TPU_F_OUT_DISJOINT);
+}
 
 int tpu_op_lookup(const char* name) {
   for (int i = 0; i < NUM_ROWS; ++i)
