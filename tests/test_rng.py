@@ -519,6 +519,8 @@ def test_multinomial_errors():
     check_error(lambda p: torch.multinomial(p, 1), torch.ones(2, dtype=torch.int64))
     check_error(lambda p: torch.multinomial(p, 0), torch.ones(2))
     check_error(lambda p: torch.multinomial(p, 3), torch.ones(2))
+    check_error(lambda p, o: torch.multinomial(p, 2, out=o), torch.ones(1, 2, dtype=torch.float64),
+                torch.empty(1, 2, dtype=torch.float64))
     # found on the device, raised at synchronization
     check_error(lambda p: torch.multinomial(p, 1), torch.tensor([1.0, -1.0]))
     check_error(lambda p: torch.multinomial(p, 1), torch.tensor([1.0, float("nan")]))
