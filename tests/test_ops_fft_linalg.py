@@ -184,13 +184,18 @@ def test_cholesky_not_positive_definite():
     tpu_err, cpu_err = check_error(torch.linalg.cholesky, bad)
     assert str(tpu_err) == str(cpu_err)
     # the ops that check on the device raise it at the next sync, with CPU's
-    # type and first line, for a single matrix of any size
+    # type and first line (naming the order, and the first failing element
+    # of a batch), for matrices of any size
     large = torch.eye(40)
     large[:, 31] = large[31, :] = 2.0
     singular = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
-    for fn, a in ((torch.cholesky, bad), (torch.cholesky, large),
+    batch = torch.stack([torch.eye(3), torch.eye(3), bad, -torch.eye(3)]).reshape(2, 2, 3, 3)
+    for fn, a in ((torch.cholesky, bad), (torch.cholesky, large), (torch.cholesky, batch),
+                  (torch.cholesky, bad[None]),
                   (lambda a: torch.linalg.cholesky_ex(a, check_errors=True), large),
-                  (torch.cholesky_inverse, singular)):
+                  (lambda a: torch.linalg.cholesky_ex(a, check_errors=True), batch),
+                  (torch.cholesky_inverse, singular),
+                  (torch.cholesky_inverse, torch.stack([torch.eye(2), singular]))):
         with pytest.raises(torch.linalg.LinAlgError) as cpu_err:
             fn(a)
         with pytest.raises(torch.linalg.LinAlgError) as tpu_err:

@@ -13,6 +13,7 @@
 // that passed, so sets stay as small as the device is behind.
 #include <string.h>
 
+#include "base/strbuf.h"
 #include "eager/eager.h"
 
 static void suspicion_destroy(void* self) { tpu_free(self); }
@@ -58,7 +59,7 @@ static bool merge(const tpu_dev_t* d, const tpu_suspicion_t* a, const tpu_suspic
 
 static void clear_check(tpu_pending_check_t* c) {
   tpu_buffer_release(c->code);
-  tpu_buffer_release(c->value);
+  tpu_buffer_release(c->numbers);
   for (int i = 0; i < c->num_asserts; ++i) tpu_status_free(c->statuses[i]);
   tpu_free(c->statuses);
 }
@@ -68,17 +69,32 @@ static void free_check(tpu_pending_check_t* c) {
   tpu_free(c);
 }
 
-// The status of failed assertion `k` of `c`, its value in place of "{value}".
+// The status of failed assertion `k` of `c`, with its numbers in place of
+// "{value}" and "{where}".
 static tpu_status_t failure(const tpu_pending_check_t* c, int k) {
+  static const char* const names[2] = {"{value}", "{where}"};
   tpu_status_t s = c->statuses[k];
   const char* m = tpu_status_message(s);
-  const char* at = strstr(m, "{value}");
-  if (!at) return tpu_status_clone(s);
-  int64_t v = 0;
-  tpu_status_t r = c->value ? tpu_buffer_to_host(c->value, &v, sizeof v) : TPU_OK;
+  if (!strstr(m, names[0]) && !strstr(m, names[1])) return tpu_status_clone(s);
+  int64_t numbers[2] = {0, 0};
+  tpu_status_t r = c->numbers ? tpu_buffer_to_host(c->numbers, numbers, sizeof numbers) : TPU_OK;
   tpu_status_free(r);  // unreadable: the message says 0, the error is still raised
-  return tpu_status_make(tpu_status_code(s), "%.*s%lld%s", (int)(at - m), m, (long long)v,
-                         at + strlen("{value}"));
+  tpu_strbuf_t out;
+  tpu_strbuf_init(&out);
+  for (const char* at = m; *at;) {
+    int i = 0;
+    while (i < 2 && strncmp(at, names[i], strlen(names[i])) != 0) ++i;
+    if (i == 2) {
+      tpu_strbuf_append(&out, at++, 1);
+      continue;
+    }
+    tpu_strbuf_printf(&out, "%lld", (long long)numbers[i]);
+    at += strlen(names[i]);
+  }
+  tpu_status_t f = tpu_strbuf_status(&out);  // out of memory: say so instead
+  if (!f) f = tpu_status_make(tpu_status_code(s), "%s", tpu_strbuf_cstr(&out));
+  tpu_strbuf_deinit(&out);
+  return f;
 }
 
 // What check `c` found (waits for it): its failed assertion's status, or OK.
@@ -122,19 +138,19 @@ static bool read_oldest(tpu_dev_t* d, bool wait) {
   return true;
 }
 
-uint64_t tpu_dev_add_check(tpu_dev_t* d, tpu_buffer_t* code, tpu_buffer_t* value,
+uint64_t tpu_dev_add_check(tpu_dev_t* d, tpu_buffer_t* code, tpu_buffer_t* numbers,
                            tpu_status_t* statuses, int num_asserts) {
   while (read_oldest(d, false)) {}
   tpu_pending_check_t* c = tpu_calloc(1, sizeof *c);
   if (!c) {  // read it now instead of later
-    tpu_pending_check_t now = {NULL, 0, code, value, num_asserts, statuses};
+    tpu_pending_check_t now = {NULL, 0, code, numbers, num_asserts, statuses};
     report(d, result_of(&now));
     clear_check(&now);
     return 0;
   }
   c->id = ++d->next_check_id;
   c->code = code;
-  c->value = value;
+  c->numbers = numbers;
   c->statuses = statuses;
   c->num_asserts = num_asserts;
   *d->checks_tail = c;

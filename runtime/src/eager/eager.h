@@ -41,7 +41,7 @@ struct tpu_slot {
 // A device-side assertion recorded in the current graph.
 typedef struct tpu_assert {
   tpu_val_t bad;
-  tpu_val_t value;  // 0-d i64 named in the message at "{value}", or NONE
+  tpu_val_t numbers;  // i64[2] named in the message at "{value}" and "{where}", or NONE
   tpu_status_t status;
 } tpu_assert_t;
 
@@ -50,7 +50,7 @@ typedef struct tpu_pending_check {
   struct tpu_pending_check* next;
   uint64_t id;
   tpu_buffer_t* code;   // i32: 0 ok, k = assertion k-1 failed
-  tpu_buffer_t* value;  // i64: its "{value}", or NULL
+  tpu_buffer_t* numbers;  // i64[2]: its "{value}" and "{where}", or NULL
   int num_asserts;
   tpu_status_t* statuses;
 } tpu_pending_check_t;
@@ -159,7 +159,7 @@ void tpu_dev_write(tpu_dev_t* d, const tpu_view_t* v, tpu_val_t value);
 tpu_val_t tpu_dev_param(tpu_dev_t* d, tpu_buffer_t* b);
 // A number (bits of `dtype`) as a 0-d input, from the device's cache.
 tpu_val_t tpu_dev_scalar(tpu_dev_t* d, tpu_dtype_t dtype, const void* bits);
-void tpu_dev_assert(tpu_dev_t* d, tpu_val_t bad, tpu_val_t value, tpu_status_t status);
+void tpu_dev_assert(tpu_dev_t* d, tpu_val_t bad, tpu_val_t numbers, tpu_status_t status);
 // After an op that asserted (since `mark`): the slot values it wrote are
 // suspect.
 void tpu_dev_suspect_writes(tpu_dev_t* d, const tpu_mark_t* mark);
@@ -175,9 +175,9 @@ TPU_MUST_USE tpu_status_t tpu_dev_wait_all(tpu_dev_t* d);
 
 //===--- device-side checks (checks.c; lock held) ---===//
 
-// Queues the check of an execution that computed `code` and `value` (NULL:
-// none; takes them and the statuses); returns its id.
-uint64_t tpu_dev_add_check(tpu_dev_t* d, tpu_buffer_t* code, tpu_buffer_t* value,
+// Queues the check of an execution that computed `code` and `numbers`
+// (NULL: none; takes them and the statuses); returns its id.
+uint64_t tpu_dev_add_check(tpu_dev_t* d, tpu_buffer_t* code, tpu_buffer_t* numbers,
                            tpu_status_t* statuses, int num_asserts);
 // Reads the assertion results of executed graphs (waits for them); returns
 // the first failure not reported yet.

@@ -244,7 +244,7 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     return TPU_OK;
   }
   tpu_status_t s = tpu_graph_take_error(g);
-  int cap = d->num_written + 2;  // the values, an assertion's code and value
+  int cap = d->num_written + 2;  // the values, an assertion's code and numbers
   tpu_program_output_t small_outs[STACK_OUTS];
   tpu_slot_t* small_slots[STACK_OUTS];
   tpu_buffer_t* small_bufs[STACK_OUTS] = {0};  // NULL: released on failure too
@@ -276,19 +276,20 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
   }
   int num_values = n;
   tpu_event_t* done = NULL;
-  bool has_value = false;
-  if (!s && d->num_asserts) {  // first failing assertion's number (or 0) and value
+  bool has_numbers = false;
+  if (!s && d->num_asserts) {  // first failing assertion's number (or 0) and numbers
     tpu_val_t code = tpu_ir_const_i(g, TPU_I32, 0, NULL, 0);
-    tpu_val_t value = tpu_ir_const_i(g, TPU_I64, 0, NULL, 0);
+    int64_t two = 2;
+    tpu_val_t numbers = tpu_ir_const_i(g, TPU_I64, 0, &two, 1);
     for (int k = d->num_asserts - 1; k >= 0; --k) {
       tpu_assert_t* a = &d->asserts[k];
       code = tpu_ir_select(g, a->bad, tpu_ir_const_i(g, TPU_I32, k + 1, NULL, 0), code);
-      if (a->value == TPU_VAL_NONE) continue;
-      value = tpu_ir_select(g, a->bad, a->value, value);
-      has_value = true;
+      if (a->numbers == TPU_VAL_NONE) continue;
+      numbers = tpu_ir_select(g, tpu_ir_broadcast(g, a->bad, &two, 1, NULL), a->numbers, numbers);
+      has_numbers = true;
     }
     outs[n++] = (tpu_program_output_t){code, -1};
-    if (has_value) outs[n++] = (tpu_program_output_t){value, -1};
+    if (has_numbers) outs[n++] = (tpu_program_output_t){numbers, -1};
     s = tpu_graph_take_error(g);
   }
   if (!s && n > 0) {
@@ -357,10 +358,10 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
         statuses[k] = d->asserts[k].status;
         d->asserts[k].status = NULL;
       }
-      own_check = tpu_dev_add_check(d, results[num_values], has_value ? results[num_values + 1] : NULL,
+      own_check = tpu_dev_add_check(d, results[num_values], has_numbers ? results[num_values + 1] : NULL,
                                     statuses, statuses ? d->num_asserts : 0);
       results[num_values] = NULL;
-      if (has_value) results[num_values + 1] = NULL;
+      if (has_numbers) results[num_values + 1] = NULL;
       own = suspect_values(d);
     }
     tpu_dev_suspect_results(d, out_slots, outs, num_values, own_check, own);

@@ -312,13 +312,23 @@ void tpu_set_site_hook(tpu_site_hook_fn hook, void* user) {
 // PyTorch's message, then a line on where the check comes from: outside
 // debug mode it is raised lines later, at a sync (like CUDA's device-side
 // asserts).
-static void assert_v(tpu_lower_ctx_t* cx, tpu_val_t bad, tpu_val_t value, tpu_code_t code,
+// The numbers a failed assertion names: i64[2] (value, where), or NONE.
+static tpu_val_t assert_numbers(tpu_graph_t* g, tpu_val_t value, tpu_val_t where) {
+  if (value == TPU_VAL_NONE) return TPU_VAL_NONE;
+  int64_t one = 1;
+  tpu_val_t pair[2] = {tpu_ir_reshape(g, value, &one, 1),
+                       where == TPU_VAL_NONE ? tpu_ir_const_i(g, TPU_I64, 0, &one, 1)
+                                             : tpu_ir_reshape(g, where, &one, 1)};
+  return tpu_ir_concat(g, pair, 2, 0);
+}
+
+static void assert_v(tpu_lower_ctx_t* cx, tpu_val_t bad, tpu_val_t numbers, tpu_code_t code,
                      const char* fmt, va_list ap) {
   char msg[512], where[256] = "";
   vsnprintf(msg, sizeof msg, fmt, ap);
   if (site_hook) site_hook(site_hook_user, where, sizeof where);
   bool debug = tpu_mode_get() == TPU_MODE_DEBUG;
-  tpu_dev_assert(cx->dev, bad, value,
+  tpu_dev_assert(cx->dev, bad, numbers,
                  tpu_status_make(code, "%s\n(checked on the device by %s%s%s%s)", msg,
                                  cx->row->name, *where ? ", called from " : "", where,
                                  debug ? "" : "; such errors are raised at the next sync, "
@@ -334,10 +344,10 @@ void tpu_lower_assert(tpu_lower_ctx_t* cx, tpu_val_t bad, tpu_code_t code,
 }
 
 void tpu_lower_assert_value(tpu_lower_ctx_t* cx, tpu_val_t bad, tpu_val_t value,
-                            tpu_code_t code, const char* fmt, ...) {
+                            tpu_val_t where, tpu_code_t code, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  assert_v(cx, bad, value, code, fmt, ap);
+  assert_v(cx, bad, assert_numbers(cx->g, value, where), code, fmt, ap);
   va_end(ap);
 }
 

@@ -184,13 +184,13 @@ void tpu_dev_set_buffer(tpu_dev_t* d, tpu_slot_t* s, tpu_buffer_t* b) {
   s->suspicion = NULL;
 }
 
-void tpu_dev_assert(tpu_dev_t* d, tpu_val_t bad, tpu_val_t value, tpu_status_t status) {
+void tpu_dev_assert(tpu_dev_t* d, tpu_val_t bad, tpu_val_t numbers, tpu_status_t status) {
   if (!tpu_graph_ok(d->graph) ||
       !grow((void**)&d->asserts, &d->asserts_cap, d->num_asserts + 1, sizeof *d->asserts)) {
     tpu_status_free(status);
     return;
   }
-  d->asserts[d->num_asserts++] = (tpu_assert_t){bad, value, status};
+  d->asserts[d->num_asserts++] = (tpu_assert_t){bad, numbers, status};
 }
 
 static void suspect(tpu_dev_t* d, tpu_val_t v) {

@@ -111,10 +111,12 @@ tpu_val_t tpu_lower_bytes(tpu_lower_ctx_t* cx, tpu_dtype_t dtype,
 // status (code and message) is raised at the next synchronization.
 void tpu_lower_assert(tpu_lower_ctx_t* cx, tpu_val_t bad, tpu_code_t code,
                       const char* fmt, ...) TPU_PRINTF(4, 5);
-// The same, naming the offending value (a 0-d i64 computed with `bad`) in
-// the message where it says "{value}".
+// The same, naming the offending value and where it is (0-d i64s computed
+// with `bad`; `where` may be TPU_VAL_NONE) in the message where it says
+// "{value}" and "{where}".
 void tpu_lower_assert_value(tpu_lower_ctx_t* cx, tpu_val_t bad, tpu_val_t value,
-                            tpu_code_t code, const char* fmt, ...) TPU_PRINTF(5, 6);
+                            tpu_val_t where, tpu_code_t code, const char* fmt, ...)
+    TPU_PRINTF(6, 7);
 
 //===--- helpers ---===//
 

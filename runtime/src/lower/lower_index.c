@@ -53,7 +53,7 @@ tpu_val_t tpu_ix_checked_index(tpu_lower_ctx_t* cx, tpu_val_t idx, const int64_t
   tpu_val_t bad = tpu_ir_binary(g, TPU_IR_OR, tpu_ir_compare(g, TPU_CMP_LT, idx, lo),
                                 tpu_ir_compare(g, TPU_CMP_GE, idx, hi));
   tpu_val_t first = strstr(msg, "{value}") ? tpu_lower_first_where(g, bad, idx, d, n) : TPU_VAL_NONE;
-  tpu_lower_assert_value(cx, any_true(g, bad, n), first, code, "%s", msg);
+  tpu_lower_assert_value(cx, any_true(g, bad, n), first, TPU_VAL_NONE, code, "%s", msg);
   if (wrap)
     idx = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_LT, idx, tpu_ix_splat_i64(g, 0, d, n)),
                         tpu_ir_binary(g, TPU_IR_ADD, idx, hi), idx);

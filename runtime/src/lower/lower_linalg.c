@@ -137,37 +137,31 @@ static tpu_val_t any_true(tpu_graph_t* g, tpu_val_t b) {
 }
 
 // Raises CPU's error (LinAlgError) when an info (batch shape) is nonzero: a
-// failed factorization or (not `factorization`) a zero diagonal entry. A
-// single matrix gets CPU's exact message, naming the order; a batch names
-// neither the order nor the batch element.
+// failed factorization or (not `factorization`) a zero diagonal entry,
+// with CPU's message naming the order and, in a batch, the first failing
+// batch element.
 static void assert_info(tpu_lower_ctx_t* cx, tpu_val_t info, const char* api,
                         bool factorization) {
   tpu_graph_t* g = cx->g;
   tpu_type_t tt;
   if (!get_type(g, info, &tt)) return;
-  tpu_val_t bad = any_true(g, tpu_ir_compare(g, TPU_CMP_NE, info,
-                                             tpu_ir_const_i(g, TPU_I32, 0, tt.dims, tt.rank)));
-  if (tpu_numel(tt.dims, tt.rank) == 1) {
-    tpu_val_t order = tpu_ir_reshape(g, tpu_ir_convert(g, info, TPU_I64), NULL, 0);
-    if (factorization)
-      tpu_lower_assert_value(cx, bad, order, TPU_CODE_LINALG,
-                             "%s: The factorization could not be completed because the input is "
-                             "not positive-definite (the leading minor of order {value} is not "
-                             "positive-definite).", api);
-    else
-      tpu_lower_assert_value(cx, bad, order, TPU_CODE_LINALG,
-                             "%s: The diagonal element {value} is zero, the inversion could not "
-                             "be completed because the input matrix is singular.", api);
-    return;
-  }
+  tpu_val_t failed = tpu_ir_compare(g, TPU_CMP_NE, info,
+                                    tpu_ir_const_i(g, TPU_I32, 0, tt.dims, tt.rank));
+  tpu_val_t bad = any_true(g, failed);
+  int64_t n = tpu_numel(tt.dims, tt.rank);
+  bool batch = tt.rank > 0;  // (CPU names the element of any batch, even of one)
+  tpu_val_t order = tpu_lower_first_where(g, failed, tpu_ir_convert(g, info, TPU_I64), tt.dims, tt.rank);
+  tpu_val_t element = tpu_lower_first_where(g, failed, tpu_ir_iota(g, TPU_I64, &n, 1, 0), &n, 1);
+  const char* prefix = batch ? " (Batch element {where}):" : "";
   if (factorization)
-    tpu_lower_assert(cx, bad, TPU_CODE_LINALG,
-                     "%s: The factorization could not be completed because the input is not "
-                     "positive-definite.", api);
+    tpu_lower_assert_value(cx, bad, order, element, TPU_CODE_LINALG,
+                           "%s:%s The factorization could not be completed because the input "
+                           "is not positive-definite (the leading minor of order {value} is "
+                           "not positive-definite).", api, prefix);
   else
-    tpu_lower_assert(cx, bad, TPU_CODE_LINALG,
-                     "%s: A diagonal element is zero, the inversion could not be completed "
-                     "because the input matrix is singular.", api);
+    tpu_lower_assert_value(cx, bad, order, element, TPU_CODE_LINALG,
+                           "%s:%s The diagonal element {value} is zero, the inversion could not "
+                           "be completed because the input matrix is singular.", api, prefix);
 }
 
 // Whether every matrix of the factor f has a positive diagonal (batch shape).

@@ -210,7 +210,7 @@ static tpu_status_t nll_prepare(tpu_lower_ctx_t* cx, int self_arg, int target_ar
           tpu_ir_compare(g, TPU_CMP_GE, t, scalar_like(cx, t, (double)p->classes)));
   tpu_val_t bad = BIN(AND, valid, out_of_range);
   tpu_lower_assert_value(cx, any_true(cx, bad), tpu_lower_first_where(g, bad, t, tshape, tr),
-                         TPU_CODE_OUT_OF_RANGE, "Target {value} is out of bounds.");
+                         TPU_VAL_NONE, TPU_CODE_OUT_OF_RANGE, "Target {value} is out of bounds.");
   tpu_val_t cls = tpu_ir_iota(g, TPU_I64, p->self.dims, sr, p->cd);
   p->onehot = BIN(AND, tpu_ir_compare(g, TPU_CMP_EQ, cls, tpu_ir_broadcast(g, t, p->self.dims, sr, bdims)),
                   tpu_ir_broadcast(g, valid, p->self.dims, sr, bdims));
