@@ -447,6 +447,12 @@ static tpu_status_t check_target(const tpu_op_row_t* row, const tpu_result_type_
                            "output with shape [%s] doesn't match the broadcast "
                            "shape [%s]", a, b);
   }
+  if ((row->flags & TPU_F_OUT_AS_INPUT) && type->dtype != t->dtype)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "Expected the dtype for input and out to match, but got %s for "
+                           "input's dtype and %s for out's dtype.",
+                           tpu_dtype_torch_name(type->dtype),
+                           tpu_dtype_torch_name(t->dtype));
   if ((row->flags & TPU_F_OUT_EXACT) && type->dtype != t->dtype)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "Expected out tensor to have dtype %s, but got %s "

@@ -39,6 +39,8 @@ enum {
                          // (structured kernels' check; rows without in-place)
   TPU_F_OUT_DISJOINT = 4,  // out=: may not be an input even as a whole (ops
                            // that gather; PyTorch's assert_no_overlap)
+  TPU_F_OUT_AS_INPUT = 8,  // with OUT_EXACT: PyTorch words the check as "the
+                           // dtype for input and out" (amax, amin)
 };
 
 typedef struct tpu_op_row {
