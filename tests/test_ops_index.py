@@ -898,3 +898,27 @@ def test_out_overlap_matches_pytorch(name):
         assert tpu == cpu and "unsupported operation" in cpu
     else:
         assert_same(cpu, tpu)
+
+
+@pytest.mark.parametrize("op", ["index_add", "index_copy", "index_reduce"])
+def test_index_source_shape_errors_match_cpu(op):
+    # (self shape, source shape, index length): CPU's checks, in CPU's order;
+    # a 0-d self with a 1-element source, and the reverse, are refused by
+    # index_add and index_reduce (they were accepted)
+    cases = [((3, 2), (2,), 2), ((3, 2), (2, 3), 2), ((3, 2), (3, 2), 2), ((3, 2), (2, 2, 1), 2),
+             ((3,), (2, 2), 2), ((3, 2), (2, 2), 3), ((), (1,), 1), ((3,), (), 1),
+             ((3, 2, 4), (2, 3, 5), 2), ((), (2,), 2), ((3,), (), 2)]
+    fn = getattr(torch, op) if op != "index_reduce" else (
+        lambda x, d, i, s: x.index_reduce(d, i, s, "prod"))
+    for xs, ss, m in cases:
+        x, s, i = torch.zeros(xs), torch.ones(ss), torch.zeros(m, dtype=torch.long)
+        try:
+            fn(x, 0, i, s)
+            cpu = None
+        except Exception as e:  # the outcome under test
+            cpu = e
+        if cpu is None:
+            check(lambda a, b, c: fn(a, 0, b, c), x, i, s)
+            continue
+        tpu_err, cpu_err = check_error(lambda a, b, c: fn(a, 0, b, c), x, i, s)
+        assert str(tpu_err) == str(cpu_err), (xs, ss, m)

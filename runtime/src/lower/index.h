@@ -47,9 +47,9 @@ int tpu_ix_nonempty_shape(const tpu_lower_ctx_t* cx, int arg, int64_t* d);
 tpu_val_t tpu_ix_index_vector(tpu_lower_ctx_t* cx, int arg, int64_t* m);
 // The checks index_add / index_copy / index_reduce share: a vector index
 // (argument 2) of m entries, source (argument 3) shaped like self elsewhere
-// and of its dtype; `shape_code` is PyTorch's code for a shape mismatch.
+// and of its dtype, with CPU's exception types and messages for each op.
 TPU_MUST_USE tpu_status_t tpu_ix_check_index_source(tpu_lower_ctx_t* cx, const char* op,
-                                                    int64_t dim, int64_t m, tpu_code_t shape_code);
+                                                    int64_t dim, int64_t m);
 // Row-major strides of a contiguous shape.
 void tpu_ix_strides_of(const int64_t* d, int n, int64_t* st);
 // Inclusive prefix sum of a 1-D integer value of n entries.

@@ -387,6 +387,22 @@ static tpu_status_t margin_dtypes(tpu_lower_ctx_t* cx, int self, int target, con
   return TPU_OK;
 }
 
+// Samples n and classes c of a margin loss's input: a non-empty vector or
+// matrix (or a 0-d input).
+static tpu_status_t margin_input_shape(tpu_lower_ctx_t* cx, int self, int64_t* n, int64_t* c) {
+  const int64_t* d = tpu_arg_sizes(cx, self);
+  int rank = tpu_arg_rank(cx, self);
+  if (!((rank == 2 && d[1] != 0) || (rank == 1 && d[0] != 0) || rank == 0)) {
+    char a[128];
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "Expected non-empty vector or matrix with optional 0-dim batch size, "
+                           "but got: %s", tpu_shape_str(d, rank, a, sizeof a));
+  }
+  *n = rank == 2 ? d[0] : 1;
+  *c = rank == 2 ? d[1] : rank == 1 ? d[0] : 1;
+  return TPU_OK;
+}
+
 // A per-sample loss [N] reduced as `reduction` says; `per_sample` keeps [N]
 // for reduction none (else a 0-d value).
 static tpu_val_t margin_reduce(tpu_graph_t* g, tpu_val_t l, int64_t n, int64_t reduction,
@@ -420,30 +436,33 @@ typedef struct mm_terms {
 static tpu_status_t mm_terms(tpu_lower_ctx_t* cx, int self, int target, int p_arg, int weight,
                              int reduction, mm_terms_t* m) {
   tpu_graph_t* g = cx->g;
-  TPU_RETURN_IF_ERROR(margin_dtypes(cx, self, target, "multi_margin_loss_cpu_kernel"));
-  // (shape checks read argument 0 as self: the forward's layout)
+  // (shape checks read argument 0 as self: the forward's layout; CPU checks
+  // shapes before dtypes)
   int64_t n, c;
-  const int64_t* d = tpu_arg_sizes(cx, self);
+  TPU_RETURN_IF_ERROR(margin_input_shape(cx, self, &n, &c));
   int rank = tpu_arg_rank(cx, self);
-  if (!((rank == 2 && d[1] != 0) || (rank == 1 && d[0] != 0) || rank == 0))
-    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
-                           "Expected non-empty vector or matrix with optional 0-dim batch size");
-  n = rank == 2 ? d[0] : 1;
-  c = rank == 2 ? d[1] : rank == 1 ? d[0] : 1;
   int trank = tpu_arg_rank(cx, target);
   int64_t tn = 1;
   for (int i = 0; i < trank; ++i) tn *= tpu_arg_sizes(cx, target)[i];
+  char a[128], b[128];
   if ((rank <= 1 ? trank > 1 : trank != 1) || tn != n)
-    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "inconsistent target size, expected %lld",
-                           (long long)n);
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "multi_margin_loss: target tensor should be 1-D with size equal to "
+                           "the number of input samples (batch size). Expected target size "
+                           "[%lld], but got %s. Input has shape %s.", (long long)n,
+                           tpu_shape_str(tpu_arg_sizes(cx, target), trank, a, sizeof a),
+                           tpu_shape_str(tpu_arg_sizes(cx, self), rank, b, sizeof b));
   bool has_w = tpu_arg_present(cx, weight);
   if (has_w) {
+    int wr = tpu_arg_rank(cx, weight);
     int64_t wn = 1;
-    for (int i = 0; i < tpu_arg_rank(cx, weight); ++i) wn *= tpu_arg_sizes(cx, weight)[i];
-    if (tpu_arg_rank(cx, weight) > 1 || wn != c)
-      return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "inconsistent weight size, expected %lld",
-                             (long long)c);
+    for (int i = 0; i < wr; ++i) wn *= tpu_arg_sizes(cx, weight)[i];
+    if (wr > 1 || wn != c)
+      return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                             "inconsistent weight size, expected %lld but got %s", (long long)c,
+                             tpu_shape_str(tpu_arg_sizes(cx, weight), wr, a, sizeof a));
   }
+  TPU_RETURN_IF_ERROR(margin_dtypes(cx, self, target, "multi_margin_loss_cpu_kernel"));
   m->p = (int64_t)tpu_arg_number(cx, p_arg, 1);  // CPU's toLong() truncates
   if (m->p != 1 && m->p != 2)
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "only p == 1 and p == 2 supported");
@@ -549,19 +568,22 @@ typedef struct ml_terms {
 static tpu_status_t ml_terms(tpu_lower_ctx_t* cx, int self, int target, int reduction,
                              int is_target, ml_terms_t* m) {
   tpu_graph_t* g = cx->g;
-  TPU_RETURN_IF_ERROR(margin_dtypes(cx, self, target, "multilabel_margin_loss_forward_out_frame"));
+  int64_t n, c;
+  TPU_RETURN_IF_ERROR(margin_input_shape(cx, self, &n, &c));
   int rank = tpu_arg_rank(cx, self);
-  const int64_t* d = tpu_arg_sizes(cx, self);
-  if (!((rank == 2 && d[1] != 0) || (rank == 1 && d[0] != 0) || rank == 0))
-    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
-                           "Expected non-empty vector or matrix with optional 0-dim batch size");
-  int64_t n = rank == 2 ? d[0] : 1, c = rank == 2 ? d[1] : rank == 1 ? d[0] : 1;
   int trank = tpu_arg_rank(cx, target);
   const int64_t* td = tpu_arg_sizes(cx, target);
   int64_t tn = 1;
   for (int i = 0; i < trank; ++i) tn *= td[i];
   bool ok = rank <= 1 ? trank <= 1 && tn == c : trank == 2 && td[0] == n && td[1] == c;
-  if (!ok) return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "inconsistent target size");
+  if (!ok) {
+    char a[128], b[128];
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "inconsistent target size: %s for input of size: %s",
+                           tpu_shape_str(td, trank, a, sizeof a),
+                           tpu_shape_str(tpu_arg_sizes(cx, self), rank, b, sizeof b));
+  }
+  TPU_RETURN_IF_ERROR(margin_dtypes(cx, self, target, "multilabel_margin_loss_forward_out_frame"));
   m->n = n;
   m->c = c;
   m->reduction = tpu_arg_int(cx, reduction, RED_MEAN);

@@ -444,7 +444,8 @@ tpu_status_t tpu_lower_linalg_cross(tpu_lower_ctx_t* cx) {
   if (na != 3 || nb != 3)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "linalg.cross: inputs dimension %lld must have length 3. Got %lld "
-                           "and %lld", (long long)dim, (long long)na, (long long)nb);
+                           "and %lld", (long long)tpu_arg_int(cx, 2, -1), (long long)na,
+                           (long long)nb);
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0), o = tpu_arg_value_dtype(cx, 1);
   if (o != t)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "expected scalar type %s but found %s",

@@ -283,6 +283,10 @@ tpu_status_t tpu_lower_multinomial(tpu_lower_ctx_t* cx) {
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "multinomial only supports floating-point dtypes for input, "
                            "got: %s", tpu_dtype_torch_name(self->dtype));
+  tpu_dtype_t out_dtype = tpu_lower_out_dtype(cx, 0, TPU_I64);
+  if (out_dtype != TPU_I64)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "multinomial expects Long tensor out, got: %s",
+                           tpu_dtype_torch_name(out_dtype));
   if (ns <= 0)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "cannot sample n_sample <= 0 samples");
   int64_t k = self->sizes[rank - 1];

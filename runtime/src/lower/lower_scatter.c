@@ -286,7 +286,7 @@ tpu_status_t tpu_lower_index_reduce(tpu_lower_ctx_t* cx) {
     return tpu_invalid("index_reduce_(): Expected dtype int32/int64 for index but got: %s",
                        tpu_dtype_torch_name(tpu_arg_value_dtype(cx, 2)));
   int64_t m = tpu_numel(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
-  TPU_RETURN_IF_ERROR(tpu_ix_check_index_source(cx, "index_reduce_", dim, m, TPU_CODE_INVALID_ARGUMENT));
+  TPU_RETURN_IF_ERROR(tpu_ix_check_index_source(cx, "index_reduce_", dim, m));
   int64_t d[TPU_MAX_RANK], sd[TPU_MAX_RANK];
   int r0 = tpu_arg_rank(cx, 0), n = tpu_ix_nonempty_shape(cx, 0, d);
   tpu_ix_nonempty_shape(cx, 3, sd);
