@@ -339,10 +339,8 @@ tpu_status_t tpu_ix_check_index_source(tpu_lower_ctx_t* cx, const char* op, int6
                              "source tensor shape must match self tensor shape, excluding the "
                              "specified dimension. Got self.shape = %s source.shape = %s",
                              tpu_shape_str(xd, xr, a, sizeof a), tpu_shape_str(sd, sr, b, sizeof b));
-    size_t ka = 0, kb = 0;
-    a[0] = b[0] = 0;
-    for (int i = 0; i < xn; ++i) ka += (size_t)snprintf(a + ka, sizeof a - ka, "%s%lld", i ? " " : "", (long long)xs[i]);
-    for (int i = 0; i < sn; ++i) kb += (size_t)snprintf(b + kb, sizeof b - kb, "%s%lld", i ? " " : "", (long long)ss[i]);
+    tpu_dims_str(xs, xn, " ", a, sizeof a);
+    tpu_dims_str(ss, sn, " ", b, sizeof b);
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "index_copy_(): Source/destination tensor must have same slice shapes. "
                            "Destination slice shape: %s at dimension %lld and source slice shape: "
