@@ -119,18 +119,10 @@ static bool read_oldest(tpu_dev_t* d, bool wait) {
   if (!(d->checks = c->next)) d->checks_tail = &d->checks;
   tpu_status_t s = result_of(c);
   if (s) {
-    tpu_failed_check_t* f = d->failed;
-    if (d->num_failed == d->failed_cap) {
-      int cap = d->failed_cap ? d->failed_cap * 2 : 8;
-      f = tpu_realloc(d->failed, sizeof *f * (size_t)cap);
-      if (f) {
-        d->failed = f;
-        d->failed_cap = cap;
-      }
-    }
     // Out of memory: the values it poisons read as passed; the error itself
     // is still raised.
-    if (f) d->failed[d->num_failed++] = (tpu_failed_check_t){c->id, tpu_status_clone(s)};
+    if (tpu_dev_grow((void**)&d->failed, &d->failed_cap, d->num_failed + 1, sizeof *d->failed))
+      d->failed[d->num_failed++] = (tpu_failed_check_t){c->id, tpu_status_clone(s)};
     report(d, s);
   }
   d->checks_read_below = c->id + 1;
@@ -202,16 +194,10 @@ tpu_status_t tpu_dev_poison(tpu_dev_t* d, tpu_slot_t* s) {
 
 void tpu_dev_inherit(tpu_dev_t* d, tpu_slot_t* s, tpu_val_t param) {
   if (!s->suspicion || param == TPU_VAL_NONE) return;
-  if (d->num_inherited == d->inherited_cap) {
-    int cap = d->inherited_cap ? d->inherited_cap * 2 : 16;
-    tpu_inherited_t* p = tpu_realloc(d->inherited, sizeof *p * (size_t)cap);
-    if (!p) {
-      tpu_graph_fail(d->graph, tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED,
-                                               "out of host memory"));
-      return;
-    }
-    d->inherited = p;
-    d->inherited_cap = cap;
+  if (!tpu_dev_grow((void**)&d->inherited, &d->inherited_cap, d->num_inherited + 1,
+                    sizeof *d->inherited)) {
+    tpu_graph_fail(d->graph, tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of host memory"));
+    return;
   }
   tpu_object_retain(&s->suspicion->obj);
   d->inherited[d->num_inherited++] = (tpu_inherited_t){param, s->suspicion};

@@ -197,6 +197,9 @@ void tpu_dev_suspect_results(tpu_dev_t* d, tpu_slot_t* const* slots,
 // A slot that now holds parameter `param`'s buffer: its suspicion too.
 void tpu_dev_suspect_copy(tpu_dev_t* d, tpu_slot_t* s, tpu_val_t param);
 void tpu_suspicion_release(tpu_suspicion_t* s);
+// Makes room in a growable array of `elem`-byte entries for `need` of them
+// (doubling); false when out of memory (the array is unchanged).
+bool tpu_dev_grow(void** array, int* cap, int need, size_t elem);
 // Replaces the slot's value with a buffer (a host upload).
 void tpu_dev_set_buffer(tpu_dev_t* d, tpu_slot_t* s, tpu_buffer_t* b);
 

@@ -309,9 +309,6 @@ void tpu_set_site_hook(tpu_site_hook_fn hook, void* user) {
   site_hook_user = user;
 }
 
-// PyTorch's message, then a line on where the check comes from: outside
-// debug mode it is raised lines later, at a sync (like CUDA's device-side
-// asserts).
 // The numbers a failed assertion names: i64[2] (value, where), or NONE.
 static tpu_val_t assert_numbers(tpu_graph_t* g, tpu_val_t value, tpu_val_t where) {
   if (value == TPU_VAL_NONE) return TPU_VAL_NONE;
@@ -322,6 +319,9 @@ static tpu_val_t assert_numbers(tpu_graph_t* g, tpu_val_t value, tpu_val_t where
   return tpu_ir_concat(g, pair, 2, 0);
 }
 
+// PyTorch's message, then a line on where the check comes from: outside
+// debug mode it is raised lines later, at a sync (like CUDA's device-side
+// asserts).
 static void assert_v(tpu_lower_ctx_t* cx, tpu_val_t bad, tpu_val_t numbers, tpu_code_t code,
                      const char* fmt, va_list ap) {
   char msg[512], where[256] = "";

@@ -4,7 +4,7 @@
 
 #include "eager/eager.h"
 
-static bool grow(void** array, int* cap, int need, size_t elem) {
+bool tpu_dev_grow(void** array, int* cap, int need, size_t elem) {
   if (need <= *cap) return true;
   int n = *cap ? *cap * 2 : 16;
   while (n < need) n *= 2;
@@ -22,7 +22,7 @@ static void oom(tpu_graph_t* g) {
 tpu_val_t tpu_dev_param(tpu_dev_t* d, tpu_buffer_t* b) {
   tpu_graph_t* g = d->graph;
   if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
-  if (!grow((void**)&d->params, &d->params_cap, d->num_params + 1, sizeof *d->params)) {
+  if (!tpu_dev_grow((void**)&d->params, &d->params_cap, d->num_params + 1, sizeof *d->params)) {
     oom(g);
     return TPU_VAL_NONE;
   }
@@ -153,14 +153,15 @@ void tpu_dev_write(tpu_dev_t* d, const tpu_view_t* v, tpu_val_t value) {
   }
   if (!tpu_graph_ok(g)) return;
   if (s->pending_gen != d->gen) {
-    if (!grow((void**)&d->written, &d->written_cap, d->num_written + 1, sizeof *d->written)) {
+    if (!tpu_dev_grow((void**)&d->written, &d->written_cap, d->num_written + 1,
+                      sizeof *d->written)) {
       oom(g);
       return;
     }
     tpu_slot_retain(s);
     d->written[d->num_written++] = s;
   } else {
-    if (!grow((void**)&d->undo, &d->undo_cap, d->num_undo + 1, sizeof *d->undo)) {
+    if (!tpu_dev_grow((void**)&d->undo, &d->undo_cap, d->num_undo + 1, sizeof *d->undo)) {
       oom(g);
       return;
     }
@@ -186,7 +187,7 @@ void tpu_dev_set_buffer(tpu_dev_t* d, tpu_slot_t* s, tpu_buffer_t* b) {
 
 void tpu_dev_assert(tpu_dev_t* d, tpu_val_t bad, tpu_val_t numbers, tpu_status_t status) {
   if (!tpu_graph_ok(d->graph) ||
-      !grow((void**)&d->asserts, &d->asserts_cap, d->num_asserts + 1, sizeof *d->asserts)) {
+      !tpu_dev_grow((void**)&d->asserts, &d->asserts_cap, d->num_asserts + 1, sizeof *d->asserts)) {
     tpu_status_free(status);
     return;
   }
@@ -194,7 +195,8 @@ void tpu_dev_assert(tpu_dev_t* d, tpu_val_t bad, tpu_val_t numbers, tpu_status_t
 }
 
 static void suspect(tpu_dev_t* d, tpu_val_t v) {
-  if (grow((void**)&d->suspects, &d->suspects_cap, d->num_suspects + 1, sizeof *d->suspects))
+  if (tpu_dev_grow((void**)&d->suspects, &d->suspects_cap, d->num_suspects + 1,
+                   sizeof *d->suspects))
     d->suspects[d->num_suspects++] = v;
   else
     d->suspect_all = true;

@@ -45,9 +45,10 @@ tpu_val_t tpu_ix_checked_index(tpu_lower_ctx_t* cx, tpu_val_t idx, const int64_t
 int tpu_ix_nonempty_shape(const tpu_lower_ctx_t* cx, int arg, int64_t* d);
 // A 0-d or 1-d index argument as a 1-D i64 value of *m entries.
 tpu_val_t tpu_ix_index_vector(tpu_lower_ctx_t* cx, int arg, int64_t* m);
-// The checks index_add / index_copy / index_reduce share: a vector index
-// (argument 2) of m entries, source (argument 3) shaped like self elsewhere
-// and of its dtype, with CPU's exception types and messages for each op.
+// The checks of index_add / index_reduce (PyTorch's index_func_meta_impl,
+// in its order and with its messages): a vector index (argument 2) of m
+// entries, source (argument 3) of self's dtype and shaped like self but
+// along dim.
 TPU_MUST_USE tpu_status_t tpu_ix_check_index_source(tpu_lower_ctx_t* cx, const char* op,
                                                     int64_t dim, int64_t m);
 // Row-major strides of a contiguous shape.

@@ -455,9 +455,7 @@ static tpu_status_t mm_terms(tpu_lower_ctx_t* cx, int self, int target, int p_ar
   bool has_w = tpu_arg_present(cx, weight);
   if (has_w) {
     int wr = tpu_arg_rank(cx, weight);
-    int64_t wn = 1;
-    for (int i = 0; i < wr; ++i) wn *= tpu_arg_sizes(cx, weight)[i];
-    if (wr > 1 || wn != c)
+    if (wr > 1 || tpu_numel(tpu_arg_sizes(cx, weight), wr) != c)
       return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                              "inconsistent weight size, expected %lld but got %s", (long long)c,
                              tpu_shape_str(tpu_arg_sizes(cx, weight), wr, a, sizeof a));

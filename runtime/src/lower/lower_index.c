@@ -293,52 +293,63 @@ static bool same_sizes(const int64_t* a, int na, const int64_t* b, int nb) {
   return na == nb && (na == 0 || !memcmp(a, b, sizeof *a * (size_t)na));
 }
 
-// Shared checks of index_add / index_reduce / index_copy: a vector index
-// whose length is source's size along dim, and source shaped like self
-// elsewhere, in CPU's order and with its messages (index_copy has checks of
-// its own).
-tpu_status_t tpu_ix_check_index_source(tpu_lower_ctx_t* cx, const char* op, int64_t dim, int64_t m) {
-  bool copy = !strcmp(op, "index_copy_");
+tpu_status_t tpu_ix_check_index_source(tpu_lower_ctx_t* cx, const char* op, int64_t dim,
+                                       int64_t m) {
   int xr = tpu_arg_rank(cx, 0), sr = tpu_arg_rank(cx, 3);
   const int64_t *xd = tpu_arg_sizes(cx, 0), *sd = tpu_arg_sizes(cx, 3);
   if (tpu_arg_rank(cx, 2) > 1)
     return TPU_LOWER_ERROR(TPU_CODE_OUT_OF_RANGE, "%s(): Index is supposed to be a vector", op);
-  if (copy && sr == 0 && m != 1)
-    return TPU_LOWER_ERROR(TPU_CODE_OUT_OF_RANGE, "index_copy_(): When source is scalar, index "
-                           "should have one element (got %lld)", (long long)m);
-  if (copy && sr != xr && sr != 0 && xr != 0)
-    return TPU_LOWER_ERROR(TPU_CODE_OUT_OF_RANGE, "index_copy_(): When source and destination are "
-                           "not scalars, their dimensionality must match. Source dimensionality "
-                           "(%d), destination dimensionality (%d)", sr, xr);
   tpu_dtype_t xt = tpu_arg_value_dtype(cx, 0), st = tpu_arg_value_dtype(cx, 3);
-  if (xt != st && copy)
-    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "index_copy_(): self and source expected to "
-                           "have the same dtype, but got (self) %s and (source) %s",
-                           tpu_dtype_torch_name(xt), tpu_dtype_torch_name(st));
   if (xt != st)
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "%s(): self (%s) and source (%s) must have the same scalar type", op,
                            tpu_dtype_torch_name(xt), tpu_dtype_torch_name(st));
   int64_t along = sr == 0 ? 1 : dim < sr ? sd[dim] : 0;
-  if (!copy && m != along && sr == 0)  // (CPU's message asks a 0-d source for its size)
+  if (m != along && sr == 0)  // (CPU's message asks a 0-d source for its size)
     return TPU_LOWER_ERROR(TPU_CODE_OUT_OF_RANGE,
-                           "Dimension specified as %lld but tensor has no dimensions", (long long)dim);
-  if (!copy && m != along)
+                           "Dimension specified as %lld but tensor has no dimensions",
+                           (long long)dim);
+  if (m != along)
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "%s(): Number of indices (%lld) should be "
                            "equal to source.size(dim): (%lld), for dim: %lld", op, (long long)m,
                            (long long)along, (long long)dim);
   int64_t xs[TPU_MAX_RANK], ss[TPU_MAX_RANK];
-  // (index_add compares whole shapes when either is 0-d; index_copy drops
-  // dim from each shape that has it)
-  bool whole = !copy && (xr == 0 || sr == 0);
+  bool whole = xr == 0 || sr == 0;  // (then whole shapes are compared)
   int xn = sizes_but(xd, xr, dim, !whole, xs), sn = sizes_but(sd, sr, dim, !whole, ss);
   if (!same_sizes(xs, xn, ss, sn)) {
     char a[128], b[128];
-    if (!copy)
-      return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
-                             "source tensor shape must match self tensor shape, excluding the "
-                             "specified dimension. Got self.shape = %s source.shape = %s",
-                             tpu_shape_str(xd, xr, a, sizeof a), tpu_shape_str(sd, sr, b, sizeof b));
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "source tensor shape must match self tensor shape, excluding the "
+                           "specified dimension. Got self.shape = %s source.shape = %s",
+                           tpu_shape_str(xd, xr, a, sizeof a), tpu_shape_str(sd, sr, b, sizeof b));
+  }
+  return TPU_OK;
+}
+
+// index_copy's checks of index and source: its own, in CPU's order and
+// with its messages.
+static tpu_status_t check_index_copy_source(tpu_lower_ctx_t* cx, int64_t dim, int64_t m) {
+  int xr = tpu_arg_rank(cx, 0), sr = tpu_arg_rank(cx, 3);
+  const int64_t *xd = tpu_arg_sizes(cx, 0), *sd = tpu_arg_sizes(cx, 3);
+  if (tpu_arg_rank(cx, 2) > 1)
+    return TPU_LOWER_ERROR(TPU_CODE_OUT_OF_RANGE,
+                           "index_copy_(): Index is supposed to be a vector");
+  if (sr == 0 && m != 1)
+    return TPU_LOWER_ERROR(TPU_CODE_OUT_OF_RANGE, "index_copy_(): When source is scalar, index "
+                           "should have one element (got %lld)", (long long)m);
+  if (sr != xr && sr != 0 && xr != 0)
+    return TPU_LOWER_ERROR(TPU_CODE_OUT_OF_RANGE, "index_copy_(): When source and destination are "
+                           "not scalars, their dimensionality must match. Source dimensionality "
+                           "(%d), destination dimensionality (%d)", sr, xr);
+  tpu_dtype_t xt = tpu_arg_value_dtype(cx, 0), st = tpu_arg_value_dtype(cx, 3);
+  if (xt != st)
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "index_copy_(): self and source expected to "
+                           "have the same dtype, but got (self) %s and (source) %s",
+                           tpu_dtype_torch_name(xt), tpu_dtype_torch_name(st));
+  int64_t xs[TPU_MAX_RANK], ss[TPU_MAX_RANK];
+  int xn = sizes_but(xd, xr, dim, true, xs), sn = sizes_but(sd, sr, dim, true, ss);
+  if (!same_sizes(xs, xn, ss, sn)) {
+    char a[128], b[128];
     tpu_dims_str(xs, xn, " ", a, sizeof a);
     tpu_dims_str(ss, sn, " ", b, sizeof b);
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
@@ -346,9 +357,9 @@ tpu_status_t tpu_ix_check_index_source(tpu_lower_ctx_t* cx, const char* op, int6
                            "Destination slice shape: %s at dimension %lld and source slice shape: "
                            "%s at dimension 0.", a, (long long)dim, b);
   }
-  if (copy && sr != 0 && m != along)
+  if (sr != 0 && m != sd[dim])
     return TPU_LOWER_ERROR(TPU_CODE_OUT_OF_RANGE, "index_copy_(): Number of indices (%lld) should "
-                           "be equal to source.size(dim) (%lld)", (long long)m, (long long)along);
+                           "be equal to source.size(dim) (%lld)", (long long)m, (long long)sd[dim]);
   return TPU_OK;
 }
 
@@ -405,7 +416,7 @@ tpu_status_t tpu_lower_index_copy(tpu_lower_ctx_t* cx) {
                            "index_copy_(): Expected a long tensor for index, but got %s",
                            tpu_dtype_torch_name(tpu_arg_value_dtype(cx, 2)));
   int64_t m = tpu_numel(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
-  TPU_RETURN_IF_ERROR(tpu_ix_check_index_source(cx, "index_copy_", dim, m));
+  TPU_RETURN_IF_ERROR(check_index_copy_source(cx, dim, m));
   int64_t d[TPU_MAX_RANK];
   int r0 = tpu_arg_rank(cx, 0), n = tpu_ix_nonempty_shape(cx, 0, d);
   tpu_val_t idx = tpu_ix_index_vector(cx, 2, &m);

@@ -119,13 +119,15 @@ tpu_status_t tpu_lower_sgn(tpu_lower_ctx_t* cx) {
   return TPU_OK;
 }
 
+static bool half_float_or_double(tpu_dtype_t t) {
+  return t == TPU_F16 || t == TPU_F32 || t == TPU_F64;
+}
+
 // complex(real, imag) / polar(abs, angle): two float tensors of one dtype,
 // broadcast, to the complex dtype of that precision.
 static tpu_status_t complex_parts(tpu_lower_ctx_t* cx, tpu_val_t* re, tpu_val_t* im) {
   tpu_dtype_t a = tpu_arg_value_dtype(cx, 0), b = tpu_arg_value_dtype(cx, 1);
-  bool floats = (a == TPU_F16 || a == TPU_F32 || a == TPU_F64) &&
-                (b == TPU_F16 || b == TPU_F32 || b == TPU_F64);
-  if (!floats)
+  if (!half_float_or_double(a) || !half_float_or_double(b))
     return tpu_invalid("Expected both inputs to be Half, Float or Double tensors but got %s and %s",
                        tpu_dtype_torch_name(a), tpu_dtype_torch_name(b));
   if (b != a)
