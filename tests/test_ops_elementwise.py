@@ -585,6 +585,32 @@ def test_rsub_complex_polar():
     check_error(torch.complex, torch.arange(2), torch.arange(2))
 
 
+def test_complex_alpha_and_value():
+    # A complex alpha or value whose real part is 1 still scales.
+    a, b, m = (torch.randn(4, dtype=torch.complex64) for _ in range(3))
+    for k in (1 + 2j, 1j, 1 - 0.5j):
+        check(lambda p, q: torch.add(p, q, alpha=k), a, b)
+        check(lambda p, q: torch.sub(p, q, alpha=k), a, b)
+        check(lambda p, q, r: torch.addcmul(p, q, r, value=k), a, b, m)
+        check(lambda p, q, r: torch.addcdiv(p, q, r, value=k), a, b, m)
+        check(lambda p, q: torch._foreach_add([p], [q], alpha=k)[0], a, b)
+        check(lambda p, q: p.index_add(0, torch.tensor([0, 2], device=p.device), q[:2], alpha=k),
+              a, b)
+
+
+def test_inplace_abs_of_complex_is_refused():
+    z = torch.randn(3, dtype=torch.complex64)
+    for op in (lambda a: a.abs_(), lambda a: torch._foreach_abs_([a])):
+        err, cpu_err = check_error(op, z)
+        assert str(err) == str(cpu_err)
+    zt = z.to("tpu")
+    for op in (lambda a: a.abs_(), lambda a: torch._foreach_abs_([a])):
+        with pytest.raises(RuntimeError):
+            op(zt)
+    assert torch.equal(zt.cpu(), z)  # nothing written
+    check(lambda a: torch.abs(a, out=torch.empty(3, dtype=torch.complex64, device=a.device)), z)
+
+
 def test_special_function_errors():
     check_error(lambda u: torch.polygamma(-1, u), torch.rand(3))
     check_error(lambda u: torch.mvlgamma(u, 0), torch.rand(3) + 2)

@@ -192,6 +192,9 @@ def test_index_add_errors_and_backward():
     check_error(lambda a, s: a.index_add(0, on(a, [0]), s), x, rand((1, 3)).double())
     check_error(lambda a, s: a.index_add(0, on(a, [0, 1]), s), x, rand((1, 3)))
     check_error(lambda a, s: a.index_add(0, on(a, [[0]]), s), x, rand((1, 3)))
+    err, cpu_err = check_error(lambda a, s: a.index_add(0, on(a, [0]).byte(), s), x,
+                               rand((1, 3)))
+    assert str(err) == str(cpu_err)
     xt = x.to(TPU)
     expect_device_error(lambda: xt.index_add(0, torch.tensor([4], device=TPU),
                                              torch.ones(1, 3, device=TPU)), RuntimeError,
@@ -301,6 +304,14 @@ def test_scatter_errors_and_backward():
     expect_device_error(lambda: xt.scatter_add(1, torch.tensor([[-1]], device=TPU), xt),
                         RuntimeError)
     check(lambda a, i: a.scatter(0, i, 1.0), x, torch.empty(0, 5, dtype=torch.long))
+    # An empty index of any dtype scatters nothing on CPU (gather's backward
+    # does that for an empty uint8 index); a non-empty one is refused.
+    for op in (lambda a, i: a.scatter(0, i, a[:0]), lambda a, i: a.scatter_add(0, i, a[:0]),
+               lambda a, i: a.scatter_reduce(0, i, a[:0], "amax")):
+        check(op, x, torch.empty(0, 5, dtype=torch.uint8))
+        check_error(op, x, torch.zeros(1, 5, dtype=torch.uint8))
+    check_grad(lambda a: a.gather(0, torch.empty(0, dtype=torch.uint8, device=a.device)),
+               rand((5,)))
     perm = torch.stack([torch.randperm(4, generator=torch.Generator().manual_seed(k))
                         for k in range(5)], 1)
     check_grad(lambda a, s, i: a.scatter(0, i, s), x, rand((2, 5)), perm[:2], wrt=(0, 1))

@@ -85,6 +85,21 @@ def test_bool_and_complex():
     check(torch.addr, rand(3, 4, dtype=torch.int64), b(3), rand(4, dtype=torch.int64))
 
 
+def test_complex_coefficients():
+    # alpha/beta with a real part of 0 or 1 but an imaginary part are not the
+    # "ignore self" / "no scaling" cases (they were taken as such).
+    c = lambda *s: torch.randn(s, dtype=torch.complex64)  # noqa: E731
+    for beta, alpha in [(1 + 2j, 1 + 1j), (2j, 1), (1, 1 - 3j)]:
+        check(lambda s, a, b: torch.addmm(s, a, b, beta=beta, alpha=alpha), c(2, 3), c(2, 4),
+              c(4, 3))
+        check(lambda s, a, b: torch.baddbmm(s, a, b, beta=beta, alpha=alpha), c(2, 2, 3),
+              c(2, 2, 4), c(2, 4, 3))
+        check(lambda s, a, b: torch.addbmm(s, a, b, beta=beta, alpha=alpha), c(2, 3),
+              c(2, 2, 4), c(2, 4, 3))
+        check(lambda s, m, v: torch.addmv(s, m, v, beta=beta, alpha=alpha), c(3), c(3, 4), c(4))
+        check(lambda s, u, v: torch.addr(s, u, v, beta=beta, alpha=alpha), c(3, 4), c(3), c(4))
+
+
 def test_conjugate_views():
     # mm, addmm, bmm, baddbmm, dot and vdot fall through the Conjugate key
     # (CPU's kernels read the bit): tpu must see the conjugated values.

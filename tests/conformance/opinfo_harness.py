@@ -834,7 +834,9 @@ def _run_grad(op, key, s, res, atol, rtol, meta_only, what):
         t = _unpack(s, lambda x: _to_tpu(x, gmap), key)
         outs, grads = _grad_outputs(forward(t))  # (same seed and shapes: CPU's gradients)
         ins = [gmap[id(x)] for x in leaves]
-        return list(torch.autograd.grad(outs, ins, [g.to(TPU) for g in grads], allow_unused=True))
+        # (each upstream gradient on its output's device: `to` can leave tpu)
+        grads = [g.to(o.device) for g, o in zip(grads, outs)]
+        return list(torch.autograd.grad(outs, ins, grads, allow_unused=True))
 
     with torch.enable_grad():
         _run_pair(run_cpu, run_tpu, res, atol, rtol, meta_only, what,

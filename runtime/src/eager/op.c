@@ -40,6 +40,12 @@ double tpu_arg_number(const tpu_lower_ctx_t* cx, int i, double dflt) {
   }
 }
 
+bool tpu_arg_number_is(const tpu_lower_ctx_t* cx, int i, double dflt, double v) {
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  bool complex = a->kind == TPU_ARG_SCALAR && tpu_dtype_kind(a->scalar.dtype) == TPU_KIND_COMPLEX;
+  return tpu_arg_number(cx, i, dflt) == v && !(complex && a->scalar.c[1] != 0);
+}
+
 int64_t tpu_arg_int(const tpu_lower_ctx_t* cx, int i, int64_t dflt) {
   const tpu_arg_t* a = tpu_arg(cx, i);
   if (a->kind == TPU_ARG_INT) return a->i;
@@ -432,8 +438,22 @@ static void fill_types(tpu_lower_ctx_t* cx, tpu_result_type_t* types) {
   }
 }
 
+// The slot of result k's self: argument 0, or its k-th tensor (foreach).
+static const tpu_slot_t* self_slot(const tpu_arg_t* self, int k) {
+  if (self->kind == TPU_ARG_TENSOR) return self->tensor->slot;
+  if (self->kind == TPU_ARG_TENSORS && k < self->count && self->tensors[k])
+    return self->tensors[k]->slot;
+  return NULL;
+}
+
 static tpu_status_t check_target(const tpu_op_row_t* row, const tpu_result_type_t* type,
-                                 const tpu_view_t* t) {
+                                 const tpu_view_t* t, const tpu_slot_t* self) {
+  if ((row->flags & TPU_F_REAL_INPLACE) && self == t->slot && tpu_dtype_is_complex(t->dtype)) {
+    const char* name = row->name;
+    if (!strncmp(name, "foreach_", 8)) name += 8;  // PyTorch names the op
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "In-place %s is not supported for complex tensors.", name);
+  }
   bool same = type->rank == t->rank;
   for (int i = 0; same && i < t->rank; ++i) same = type->sizes[i] == t->sizes[i];
   if (!same) {
@@ -524,7 +544,7 @@ tpu_status_t tpu_op_call(const tpu_call_t* call) {
   for (int k = 0; !s && k < n; ++k) {
     // The caller does not want this result, or the op has none.
     if (!targets[k].slot || cx.outs[k] == TPU_VAL_NONE) continue;
-    if (mode == TPU_WRITE_INTO) s = check_target(row, &types[k], &targets[k]);
+    if (mode == TPU_WRITE_INTO) s = check_target(row, &types[k], &targets[k], self_slot(tpu_arg(&cx, 0), k));
     if (!s) tpu_dev_write(d, &targets[k], cx.outs[k]);
   }
   if (types != small_types) tpu_free(types);

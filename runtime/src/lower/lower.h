@@ -41,6 +41,8 @@ enum {
                            // that gather; PyTorch's assert_no_overlap)
   TPU_F_OUT_AS_INPUT = 8,  // with OUT_EXACT: PyTorch words the check as "the
                            // dtype for input and out" (amax, amin)
+  TPU_F_REAL_INPLACE = 16,  // in-place on a complex self is refused (abs_:
+                            // a real result written back is not what it means)
 };
 
 typedef struct tpu_op_row {
@@ -77,8 +79,12 @@ double tpu_arg_float(const tpu_lower_ctx_t* cx, int i, double dflt);
 bool tpu_arg_bool(const tpu_lower_ctx_t* cx, int i, bool dflt);
 const char* tpu_arg_string(const tpu_lower_ctx_t* cx, int i, const char* dflt);
 tpu_dtype_t tpu_arg_dtype(const tpu_lower_ctx_t* cx, int i, tpu_dtype_t dflt);
-// A scalar argument's value as double (int, float, bool, Python number).
+// A scalar argument's value as double (int, float, bool, Python number; a
+// complex number's real part).
 double tpu_arg_number(const tpu_lower_ctx_t* cx, int i, double dflt);
+// Whether a scalar argument (dflt when absent) is exactly v; a complex one
+// only with no imaginary part. For shortcuts such as "alpha is 1".
+bool tpu_arg_number_is(const tpu_lower_ctx_t* cx, int i, double dflt, double v);
 // INTS argument: its count and values (0 and NULL when absent).
 int tpu_arg_ints(const tpu_lower_ctx_t* cx, int i, const int64_t** out);
 

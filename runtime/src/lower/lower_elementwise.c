@@ -266,7 +266,7 @@ static tpu_status_t add_sub(tpu_lower_ctx_t* cx, tpu_ir_op_t op, bool swap) {
                            "If you are trying to invert a mask, use the `~` or `logical_not()` "
                            "operator instead.");
   const tpu_arg_t* alpha = tpu_arg(cx, 2);
-  bool has_alpha = alpha->kind == TPU_ARG_SCALAR && tpu_arg_number(cx, 2, 1) != 1;
+  bool has_alpha = alpha->kind == TPU_ARG_SCALAR && !tpu_arg_number_is(cx, 2, 1, 1);
   if (alpha->kind == TPU_ARG_SCALAR) {
     tpu_dtype_kind_t k = tpu_dtype_kind(alpha->scalar.dtype);
     if (tpu_dtype_is_integral(t, true) && (k == TPU_KIND_FLOAT || k == TPU_KIND_COMPLEX))

@@ -370,7 +370,8 @@ tpu_status_t tpu_lower_index_add(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 1, 0), tpu_arg_rank(cx, 0), &dim));
   if (!tpu_ix_is_index_dtype(tpu_arg_value_dtype(cx, 2)))
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
-                           "index_add_(): Expected dtype int32/int64 for index");
+                           "index_add_(): Expected dtype int32/int64 for index but got: %s",
+                           tpu_dtype_torch_name(tpu_arg_value_dtype(cx, 2)));
   int64_t m = tpu_numel(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
   TPU_RETURN_IF_ERROR(tpu_ix_check_index_source(cx, "index_add_", dim, m));
   int64_t d[TPU_MAX_RANK];
@@ -395,7 +396,7 @@ tpu_status_t tpu_lower_index_add(tpu_lower_ctx_t* cx) {
   tpu_ix_nonempty_shape(cx, 3, sd);
   tpu_val_t src = tpu_ir_reshape(g, tpu_lower_tensor(cx, 3), sd, n);
   const tpu_arg_t* alpha = tpu_arg(cx, 4);
-  if (alpha->kind == TPU_ARG_SCALAR && tpu_arg_number(cx, 4, 1) != 1) {
+  if (alpha->kind == TPU_ARG_SCALAR && !tpu_arg_number_is(cx, 4, 1, 1)) {
     tpu_dtype_t ct = tpu_opmath(t);
     tpu_val_t a = tpu_ir_broadcast(g, tpu_lower_scalar(cx, &alpha->scalar, ct), sd, n, NULL);
     src = tpu_ir_convert(g, tpu_ir_binary(g, TPU_IR_MUL, tpu_ir_convert(g, src, ct), a), t);

@@ -98,15 +98,14 @@ static tpu_status_t add_scaled(tpu_lower_ctx_t* cx, tpu_val_t prod, tpu_dtype_t 
   TPU_RETURN_IF_ERROR(check_expand(cx, 0, dims, rank));
   tpu_dtype_t compute = tpu_ir_dtype(g, prod);
   bool is_bool = t == TPU_BOOL;
-  double alpha = tpu_arg_number(cx, 4, 1), beta = tpu_arg_number(cx, 3, 1);
   tpu_ir_op_t mul = is_bool ? TPU_IR_AND : TPU_IR_MUL, add = is_bool ? TPU_IR_OR : TPU_IR_ADD;
-  if (alpha != 1) {
+  if (!tpu_arg_number_is(cx, 4, 1, 1)) {  // alpha
     tpu_val_t s = tpu_lower_input(cx, 4, compute);
     prod = tpu_ir_binary(g, mul, prod, tpu_ir_broadcast(g, s, dims, rank, NULL));
   }
-  if (beta != 0) {
+  if (!tpu_arg_number_is(cx, 3, 1, 0)) {  // beta
     tpu_val_t self = tpu_lower_expand(cx, tpu_lower_input(cx, 0, compute), dims, rank);
-    if (beta != 1) {
+    if (!tpu_arg_number_is(cx, 3, 1, 1)) {
       tpu_val_t s = tpu_lower_input(cx, 3, compute);
       self = tpu_ir_binary(g, mul, self, tpu_ir_broadcast(g, s, dims, rank, NULL));
     }

@@ -80,7 +80,9 @@ static tpu_status_t scatter_prepare(tpu_lower_ctx_t* cx, const char* op, int upd
                                     bool* empty) {
   tpu_graph_t* g = cx->g;
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 1, 0), tpu_arg_rank(cx, 0), dim));
-  if (!tpu_ix_is_index_dtype(tpu_arg_value_dtype(cx, 2)))
+  int64_t icount = tpu_numel(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
+  // Like CPU, an empty index of any dtype scatters nothing.
+  if (icount != 0 && !tpu_ix_is_index_dtype(tpu_arg_value_dtype(cx, 2)))
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "%s(): Expected dtype int32/int64 for index",
                            op);
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
@@ -90,7 +92,6 @@ static tpu_status_t scatter_prepare(tpu_lower_ctx_t* cx, const char* op, int upd
                            "%s(): Expected self.dtype to be equal to src.dtype", op);
   int64_t xd[TPU_MAX_RANK], id[TPU_MAX_RANK], sd[TPU_MAX_RANK];
   int n = tpu_ix_nonempty_shape(cx, 0, xd), ni = tpu_ix_nonempty_shape(cx, 2, id);
-  int64_t icount = tpu_numel(tpu_arg_sizes(cx, 2), tpu_arg_rank(cx, 2));
   *off_rank = n;
   *empty = icount == 0;
   if (*empty) return TPU_OK;  // PyTorch checks nothing more for an empty index
