@@ -128,6 +128,56 @@ def test_disk_cache_keeps_to_its_size_limit_dropping_least_recently_used(tmp_pat
     assert run_sizes(1)["compiles"] > 0  # the oldest went
 
 
+MAPPINGS_SCRIPT = textwrap.dedent("""
+    import json, os, sys, torch, torchtpu
+    torchtpu.set_mode("fused")
+    def mappings():
+        with open("/proc/self/maps") as f:
+            return sum(1 for _ in f)
+    torch.ones(1, device="tpu").cpu()
+    base = mappings()
+    w = torch.randn(16, 16, device="tpu")
+    def program(n):  # a graph of several kernels: tens of mappings each
+        y = torch.arange(n * 16.0, device="tpu").reshape(n, 16) / (n * 16)
+        for k in range(3):
+            y = (y @ w).softmax(-1) + y.sum(0) * (k + 1)
+        return y.sum().item()
+    first = program(8)
+    peak = 0
+    for n in range(9, 9 + int(sys.argv[1])):
+        program(n)
+        peak = max(peak, mappings() - base)
+    again = program(8)  # evicted long ago: back from the disk cache
+    print(json.dumps({"base": base, "peak": peak, "same": first == again,
+                      "compiles": torchtpu.metrics()["compiles"]}))
+""")
+
+
+def test_memory_cache_keeps_within_the_process_memory_mappings(tmp_path):
+    # Each loaded XLA CPU program holds memory mappings of its code, and a
+    # process may have only vm.max_map_count of them: past that the plugin
+    # crashed (about 1,400 such programs). The cache evicts above a budget
+    # (half of that limit; here set low to see it work).
+    if not os.path.exists("/proc/self/maps"):
+        pytest.skip("needs Linux's /proc/self/maps")
+
+    def run_programs(n, **env):
+        out = subprocess.run([sys.executable, "-c", MAPPINGS_SCRIPT, str(n)],
+                             env=dict(os.environ, TORCHTPU_CACHE_DIR=str(tmp_path), **env),
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    free = run_programs(80)  # about 36 mappings a program
+    assert free["same"] and free["peak"] > 2400  # no cap: the mappings grow with the programs
+    budget = run_programs(0)["base"] + 600  # what the process holds, plus a little
+    capped = run_programs(80, TORCHTPU_CACHE_MAX_MAPPINGS=str(budget))
+    assert capped["same"]
+    # Checked every 16 programs: at most 16 programs' worth over the budget.
+    assert capped["peak"] < 600 + 16 * 60
+    assert capped["compiles"] == 0  # all on disk from the first run
+
+
 FLAGS_SCRIPT = textwrap.dedent("""
     import ctypes, torch, torchtpu
     torch.ones(1, device="tpu").cpu()

@@ -3,6 +3,7 @@
 
 #include "cache/disk.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <threads.h>
@@ -19,6 +20,8 @@ struct tpu_cache {
   tpu_disk_cache_t* disk;  // NULL when the disk tier is off
   mtx_t lock;
   size_t capacity, count;
+  size_t inserts;          // since the last look at the process's mappings
+  long mapping_budget;     // see fit_in_mappings
   entry_t** table;  // open addressing, linear probing; NULL = empty
   size_t table_cap;
   entry_t *head, *tail;
@@ -31,6 +34,7 @@ tpu_status_t tpu_cache_create(tpu_client_t* client, size_t capacity,
   tpu_cache_t* c = tpu_calloc(1, sizeof *c);
   if (!c) return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory");
   c->capacity = capacity ? capacity : 1;
+  c->mapping_budget = -1;
   c->table_cap = 64;
   while (c->table_cap < c->capacity * 2) c->table_cap *= 2;
   c->table = tpu_calloc(c->table_cap, sizeof *c->table);
@@ -119,6 +123,57 @@ static bool no_compile_allowed(void) {
 
 const char* tpu_cache_dir(const tpu_cache_t* c) { return tpu_disk_cache_dir(c->disk); }
 
+// Counts the lines of a /proc file (-1 when it cannot be read).
+static long count_lines(const char* path) {
+  FILE* f = fopen(path, "r");
+  if (!f) return -1;
+  char buf[1 << 16];
+  long n = 0;
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, f)) > 0)
+    for (size_t i = 0; i < got; ++i) n += buf[i] == '\n';
+  fclose(f);
+  return n;
+}
+
+// A loaded executable holds memory mappings of its JIT code: XLA CPU's hold
+// 6 for a small program and 50 or more for one with many kernels (a fused
+// graph). A process may have vm.max_map_count of them (65530 by default);
+// past that LLVM cannot map code and the plugin crashes, so the entry count
+// alone does not bound a cache of large programs. Every few inserts this
+// looks at the process's mappings and, above a budget (half the limit, or
+// TORCHTPU_CACHE_MAX_MAPPINGS), evicts a quarter of the entries and caps the
+// cache at what is left. Evicted programs come back from the disk cache
+// without compiling.
+static void fit_in_mappings(tpu_cache_t* c) {
+  enum { EVERY = 16, MIN_ENTRIES = 16 };
+  if (c->mapping_budget == 0 || ++c->inserts < EVERY) return;
+  c->inserts = 0;
+  if (c->mapping_budget < 0) {
+    const char* env = getenv("TORCHTPU_CACHE_MAX_MAPPINGS");
+    long limit = 0;
+    FILE* f = fopen("/proc/sys/vm/max_map_count", "r");
+    if (f) {
+      if (fscanf(f, "%ld", &limit) != 1) limit = 0;
+      fclose(f);
+    }
+    c->mapping_budget = env && *env ? atol(env) : limit / 2;  // 0: no check (not Linux)
+    if (c->mapping_budget <= 0 || count_lines("/proc/self/maps") < 0) c->mapping_budget = 0;
+    if (!c->mapping_budget) return;
+  }
+  long used = count_lines("/proc/self/maps");
+  if (used < c->mapping_budget || c->count <= MIN_ENTRIES) return;
+  size_t keep = c->count - c->count / 4;
+  if (keep < MIN_ENTRIES) keep = MIN_ENTRIES;
+  while (c->count > keep && c->tail) {
+    remove_entry(c, c->tail);
+    ++c->stats.evictions;
+  }
+  c->capacity = keep;
+  tpu_log(TPU_LOG_INFO, "compile cache in memory capped at %zu programs: the process holds %ld "
+          "memory mappings (budget %ld)", keep, used, c->mapping_budget);
+}
+
 static void insert(tpu_cache_t* c, tpu_hash_t key, tpu_executable_t* exe) {
   size_t k = slot_of(c, key);
   if (c->table[k]) return;  // another thread got there first
@@ -135,6 +190,7 @@ static void insert(tpu_cache_t* c, tpu_hash_t key, tpu_executable_t* exe) {
   c->table[k] = e;
   push_front(c, e);
   ++c->count;
+  fit_in_mappings(c);
 }
 
 tpu_status_t tpu_cache_get(tpu_cache_t* c, tpu_hash_t key, int num_replicas,
