@@ -145,23 +145,28 @@ static long count_lines(const char* path) {
 // TORCHTPU_CACHE_MAX_MAPPINGS), evicts a quarter of the entries and caps the
 // cache at what is left. Evicted programs come back from the disk cache
 // without compiling.
+static long mapping_budget(void) {
+  const char* env = getenv("TORCHTPU_CACHE_MAX_MAPPINGS");
+  if (env && *env) return atol(env);
+  long limit = 0;
+  FILE* f = fopen("/proc/sys/vm/max_map_count", "r");
+  if (f) {
+    if (fscanf(f, "%ld", &limit) != 1) limit = 0;
+    fclose(f);
+  }
+  return limit / 2;
+}
+
 static void fit_in_mappings(tpu_cache_t* c) {
   enum { EVERY = 16, MIN_ENTRIES = 16 };
   if (c->mapping_budget == 0 || ++c->inserts < EVERY) return;
   c->inserts = 0;
-  if (c->mapping_budget < 0) {
-    const char* env = getenv("TORCHTPU_CACHE_MAX_MAPPINGS");
-    long limit = 0;
-    FILE* f = fopen("/proc/sys/vm/max_map_count", "r");
-    if (f) {
-      if (fscanf(f, "%ld", &limit) != 1) limit = 0;
-      fclose(f);
-    }
-    c->mapping_budget = env && *env ? atol(env) : limit / 2;  // 0: no check (not Linux)
-    if (c->mapping_budget <= 0 || count_lines("/proc/self/maps") < 0) c->mapping_budget = 0;
-    if (!c->mapping_budget) return;
+  if (c->mapping_budget < 0) c->mapping_budget = mapping_budget();
+  long used = c->mapping_budget > 0 ? count_lines("/proc/self/maps") : -1;
+  if (used < 0) {  // no budget, or no way to count (not Linux): no check
+    c->mapping_budget = 0;
+    return;
   }
-  long used = count_lines("/proc/self/maps");
   if (used < c->mapping_budget || c->count <= MIN_ENTRIES) return;
   size_t keep = c->count - c->count / 4;
   if (keep < MIN_ENTRIES) keep = MIN_ENTRIES;

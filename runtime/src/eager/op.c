@@ -544,7 +544,8 @@ tpu_status_t tpu_op_call(const tpu_call_t* call) {
   for (int k = 0; !s && k < n; ++k) {
     // The caller does not want this result, or the op has none.
     if (!targets[k].slot || cx.outs[k] == TPU_VAL_NONE) continue;
-    if (mode == TPU_WRITE_INTO) s = check_target(row, &types[k], &targets[k], self_slot(tpu_arg(&cx, 0), k));
+    if (mode == TPU_WRITE_INTO)
+      s = check_target(row, &types[k], &targets[k], self_slot(tpu_arg(&cx, 0), k));
     if (!s) tpu_dev_write(d, &targets[k], cx.outs[k]);
   }
   if (types != small_types) tpu_free(types);
