@@ -65,7 +65,7 @@ std::string user_frame() {
 }
 
 void on_compile(void*, const tpu_compile_event_t* e) {
-  std::string frame = user_frame();
+  std::string frame = e->first_site && *e->first_site ? e->first_site : user_frame();
   std::string op = e->first_op >= 0 ? tpu_op_name(e->first_op) : "copy";
   std::lock_guard<std::mutex> g(lock);
   Site& s = sites[frame + "|" + op];

@@ -229,6 +229,23 @@ def test_recompile_diagnostics():
     assert "keep compiling" in text
 
 
+def test_fused_recompiles_name_the_line_that_began_the_graph():
+    # A fused graph compiles at its flush: here the end of a backward pass,
+    # where no Python frame runs. The report names the line of its first op.
+    torchtpu.reset_metrics()
+    w = torch.randn(4, 2, device="tpu", requires_grad=True)
+    with torchtpu.mode("fused"):
+        for n in range(3, 7):  # a new batch size each time
+            x = torch.ones(n, 4, device="tpu")  # the graph's first op
+            (x @ w).square().sum().backward()
+        torch.tpu.synchronize()
+    sites = torchtpu.recompiles()
+    assert sites, torchtpu.report(file=open(os.devnull, "w"))
+    assert all("backward pass" not in s["frame"] for s in sites), sites
+    assert any("test_cache.py" in s["frame"] and "fused_recompiles" in s["frame"]
+               for s in sites), sites
+
+
 def test_reset_metrics_forgets_optimizer_steps():
     # After a training loop, a new loop that is not training must be judged
     # by its compile count again (steps seen before would hide it).

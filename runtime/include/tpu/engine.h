@@ -230,6 +230,9 @@ typedef struct tpu_compile_event {
   tpu_hash_t inputs_hash; // dtypes and shapes of the program's inputs
   tpu_hash_t program_hash;
   bool from_disk;  // loaded from the disk cache rather than compiled
+  // Fused mode: where the graph's first op was called from (see the site
+  // hook); "" when the graph ran at its op (the caller's frame is the op's).
+  const char* first_site;
 } tpu_compile_event_t;
 
 // Called for every program new to this process (compiled, or loaded from

@@ -88,6 +88,7 @@ typedef struct tpu_dev {
   int num_ops;  // ops recorded since the last flush
   int first_op;  // the first op-table row recorded since the last flush
   int last_op;   // and the last (-1: a copy)
+  char first_site[256];  // fused mode: where first_op was called from
   tpu_hash_t ops_hash;  // hash of the rows recorded since the last flush
   // Graph parameters: the buffer behind each (retained).
   tpu_buffer_t** params;
@@ -170,6 +171,9 @@ void tpu_dev_rollback(tpu_dev_t* d, const tpu_mark_t* mark);
 TPU_MUST_USE tpu_status_t tpu_dev_flush(tpu_dev_t* d);
 // Flushes per the mode after an op (strict/debug: now; fused: at the cap).
 TPU_MUST_USE tpu_status_t tpu_dev_after_op(tpu_dev_t* d, int op);
+// Where the op being recorded was called from (the site hook's answer; ""
+// without one).
+void tpu_call_site(char* buf, size_t size);
 // Waits for every execution launched on the device so far.
 TPU_MUST_USE tpu_status_t tpu_dev_wait_all(tpu_dev_t* d);
 

@@ -55,6 +55,7 @@ static void clear_graph(tpu_dev_t* d) {
   d->num_undo = 0;
   d->num_ops = 0;
   d->first_op = -1;
+  d->first_site[0] = '\0';
   d->ops_hash = (tpu_hash_t){0, 0};
   tpu_graph_reset(d->graph);
   ++d->gen;
@@ -74,6 +75,7 @@ static void report_new_program(tpu_dev_t* d, tpu_hash_t program, bool from_disk)
   memset(&e, 0, sizeof e);
   e.device = d->index;
   e.first_op = d->first_op;
+  e.first_site = d->first_site;
   e.num_ops = d->num_ops;
   e.ops_hash = d->ops_hash;
   tpu_hash_t h = {0x696e, 0x7075};
@@ -399,12 +401,18 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
 tpu_status_t tpu_dev_flush(tpu_dev_t* d) { return flush(d, false); }
 
 tpu_status_t tpu_dev_after_op(tpu_dev_t* d, int op) {
-  if (d->num_ops == 0) d->first_op = op;
+  tpu_mode_t mode = tpu_mode_get();
+  if (d->num_ops == 0) {
+    d->first_op = op;
+    // A fused graph compiles at a flush lines later (at the end of a
+    // backward pass, in no Python frame): name the line that began it.
+    d->first_site[0] = '\0';
+    if (mode == TPU_MODE_FUSED) tpu_call_site(d->first_site, sizeof d->first_site);
+  }
   d->last_op = op;
   d->ops_hash = tpu_hash_u64(d->ops_hash, (uint64_t)(op + 1));
   ++d->num_ops;
   tpu_metric_add(TPU_M_OPS, 1);
-  tpu_mode_t mode = tpu_mode_get();
   if (mode == TPU_MODE_FUSED && d->num_ops < tpu_rt()->flush_cap) return TPU_OK;
   if (mode != TPU_MODE_DEBUG) return flush(d, false);
   // Debug: wait for the results and raise device-side errors at the op.

@@ -315,6 +315,11 @@ void tpu_set_site_hook(tpu_site_hook_fn hook, void* user) {
   site_hook_user = user;
 }
 
+void tpu_call_site(char* buf, size_t size) {
+  buf[0] = '\0';
+  if (site_hook) site_hook(site_hook_user, buf, size);
+}
+
 // The numbers a failed assertion names: i64[2] (value, where), or NONE.
 static tpu_val_t assert_numbers(tpu_graph_t* g, tpu_val_t value, tpu_val_t where) {
   if (value == TPU_VAL_NONE) return TPU_VAL_NONE;
@@ -330,9 +335,9 @@ static tpu_val_t assert_numbers(tpu_graph_t* g, tpu_val_t value, tpu_val_t where
 // asserts).
 static void assert_v(tpu_lower_ctx_t* cx, tpu_val_t bad, tpu_val_t numbers, tpu_code_t code,
                      const char* fmt, va_list ap) {
-  char msg[512], where[256] = "";
+  char msg[512], where[256];
   vsnprintf(msg, sizeof msg, fmt, ap);
-  if (site_hook) site_hook(site_hook_user, where, sizeof where);
+  tpu_call_site(where, sizeof where);
   bool debug = tpu_mode_get() == TPU_MODE_DEBUG;
   tpu_dev_assert(cx->dev, bad, numbers,
                  tpu_status_make(code, "%s\n(checked on the device by %s%s%s%s)", msg,
