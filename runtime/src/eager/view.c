@@ -187,14 +187,10 @@ tpu_val_t tpu_view_lower_read(tpu_graph_t* g, tpu_val_t flat,
   return tpu_ir_broadcast(g, box, v->sizes, v->rank, bdims);
 }
 
-tpu_val_t tpu_view_lower_write(tpu_graph_t* g, tpu_val_t flat,
-                               const tpu_view_t* v, tpu_val_t value) {
-  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
+static tpu_val_t write_view(tpu_graph_t* g, tpu_val_t flat, const tpu_view_t* v,
+                            tpu_val_t value) {
   int64_t n = tpu_ir_dims(g, flat)[0];
   int64_t numel = tpu_view_numel(v);
-  if (numel == 0) return flat;
-  if (tpu_view_is_contiguous(v) && v->offset == 0 && numel == n)
-    return tpu_ir_reshape(g, value, &n, 1);
   if (tpu_view_is_contiguous(v) && v->offset + numel <= n) {
     tpu_val_t start = tpu_ir_const_i(g, TPU_I64, v->offset, NULL, 0);
     return tpu_ir_dynamic_update_slice(g, flat, tpu_ir_reshape(g, value, &numel, 1),
@@ -220,8 +216,7 @@ tpu_val_t tpu_view_lower_write(tpu_graph_t* g, tpu_val_t flat,
       if (v->strides[i] == 0) once.sizes[i] = 1;
     }
     tpu_val_t one = tpu_ir_reshape(g, tpu_ir_slice(g, value, zeros, ones, NULL), NULL, 0);
-    return tpu_view_lower_write(g, flat, &once,
-                                tpu_ir_broadcast(g, one, once.sizes, once.rank, NULL));
+    return write_view(g, flat, &once, tpu_ir_broadcast(g, one, once.sizes, once.rank, NULL));
   }
   if (p.broadcast) {
     tpu_graph_fail(g, tpu_status_make(
@@ -253,4 +248,26 @@ tpu_val_t tpu_view_lower_write(tpu_graph_t* g, tpu_val_t flat,
   dense = tpu_ir_dynamic_update_slice(g, dense, box, starts);
   tpu_val_t out = tpu_ir_reshape(g, dense, &p.padded, 1);
   return pad_to(g, out, p.padded, n);
+}
+
+tpu_val_t tpu_view_lower_write(tpu_graph_t* g, tpu_val_t flat,
+                               const tpu_view_t* v, tpu_val_t value) {
+  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
+  int64_t n = tpu_ir_dims(g, flat)[0];
+  int64_t numel = tpu_view_numel(v);
+  if (numel == 0) return flat;
+  if (tpu_view_is_contiguous(v) && v->offset == 0 && numel == n)
+    return tpu_ir_reshape(g, value, &n, 1);
+  // XLA's CPU compiler may update `flat` in place while the fused update
+  // still reads it at other places, and so read values it already wrote
+  // (v.copy_(v.flip(0)) in a fused graph). A value computed from `flat` is
+  // written into zeros instead, and selected where the view lies. Only a
+  // fused graph can hold such a value: one op reads the region it writes
+  // only as that same view (PyTorch refuses partial overlap).
+  if (tpu_mode_get() != TPU_MODE_FUSED || !tpu_graph_depends_on(g, value, flat))
+    return write_view(g, flat, v, value);
+  tpu_val_t in_view = write_view(g, tpu_ir_const(g, TPU_BOOL, 0, &n, 1), v,
+                                 tpu_ir_const(g, TPU_BOOL, 1, v->sizes, v->rank));
+  tpu_val_t placed = write_view(g, tpu_ir_const(g, tpu_ir_dtype(g, flat), 0, &n, 1), v, value);
+  return tpu_ir_select(g, in_view, placed, flat);
 }

@@ -181,6 +181,22 @@ void tpu_graph_mark_users(const tpu_graph_t* g, bool* marked) {
   }
 }
 
+bool tpu_graph_depends_on(const tpu_graph_t* g, tpu_val_t v, tpu_val_t on) {
+  if (v == on) return true;
+  if (v < on) return false;  // operands precede their users
+  bool* marked = tpu_calloc((size_t)(v - on + 1), sizeof *marked);
+  if (!marked) return true;
+  marked[0] = true;
+  for (int32_t i = on + 1; i <= v; ++i) {
+    const tpu_node_t* n = &g->nodes[i];
+    for (int32_t k = 0; !marked[i - on] && k < n->num_operands; ++k)
+      marked[i - on] = n->operands[k] >= on && marked[n->operands[k] - on];
+  }
+  bool depends = marked[v - on];
+  tpu_free(marked);
+  return depends;
+}
+
 int32_t tpu_graph_param_count(const tpu_graph_t* g) { return g->num_params; }
 tpu_val_t tpu_graph_param(const tpu_graph_t* g, int32_t i) {
   return g->params[i];
