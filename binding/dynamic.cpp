@@ -281,6 +281,11 @@ at::Tensor& index_put_impl_tpu(at::Tensor& self, const IndexList& indices, const
                             bool accumulate, bool /*unsafe*/) {
   static const int row = row_id("index_put");
   std::vector<at::Tensor> idx = expand_masks(self, indices, true);
+  // PyTorch's check, skipped as there when a lone mask and a single value
+  // make the call a masked_fill_.
+  bool masked_fill = !accumulate && idx.size() == 1 && idx[0].defined() && is_mask(idx[0]) &&
+                     values.numel() == 1;
+  if (!masked_fill) at::assert_no_overlap(self, values);
   RowCall(row, index_of_device(self)).tensor(self).tensors(idx).tensor(values).boolean(accumulate)
       .run_into(self);
   return self;

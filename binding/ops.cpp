@@ -419,6 +419,29 @@ void check_out_overlap(int row, const std::vector<at::Tensor>& outs,
   }
 }
 
+// PyTorch's checks of the tensor an in-place op writes against the op's
+// other tensor inputs (tpu_op_inplace_overlap): TensorIterator's ops refuse
+// a partial overlap, the ops that scatter any overlap. A foreach op's lists
+// pair up element by element, as its per-tensor ops do.
+void check_inplace_overlap(int row, const at::Tensor& target, size_t k,
+                           c10::ArrayRef<c10::IValue> args, const std::vector<bool>& written) {
+  tpu_overlap_t rule = tpu_op_inplace_overlap(row);
+  if (rule == TPU_OVERLAP_ANY) return;
+  auto check = [&](const at::Tensor& in) {
+    if (!in.defined() || !in.is_privateuseone()) return;
+    if (rule == TPU_OVERLAP_WHOLE) at::assert_no_partial_overlap(target, in);
+    else at::assert_no_overlap(target, in);
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (written[i]) continue;
+    if (args[i].isTensor()) check(args[i].toTensor());
+    if (args[i].isTensorList()) {
+      auto list = args[i].toTensorList();
+      if (k < list.size()) check(list.get(k));
+    }
+  }
+}
+
 class RowKernel final : public c10::OperatorKernel {
  public:
   explicit RowKernel(int row) : row_(row) {}
@@ -464,6 +487,9 @@ class RowKernel final : public c10::OperatorKernel {
     if (a.device < 0) a.device = current_device();
     if (info_.is_out_variant)
       check_out_overlap(row_, call.targets, ivalues, info_.is_out);
+    else
+      for (size_t k = 0; k < call.targets.size(); ++k)
+        check_inplace_overlap(row_, call.targets[k], k, ivalues, info_.written);
     for (size_t g : a.generators) {
       size_t schema_index = 0, seen = 0;  // find the IValue behind args[g]
       for (; schema_index < n; ++schema_index) {
@@ -665,6 +691,7 @@ at::Tensor physical(const at::Tensor& t) {
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   if (self.numel() == 0) return dst;
   if (self.is_privateuseone() && dst.is_privateuseone()) {
+    at::assert_no_partial_overlap(dst, self);  // TensorIterator's check, as on CPU
     tpu_view_t s = view_of(self), d = view_of(dst);
     check(tpu_copy(&d, &s));
     bool conj = self.is_conj() != dst.is_conj(), neg = self.is_neg() != dst.is_neg();

@@ -894,6 +894,44 @@ OVERLAPS = {  # each returns the tensor written
     "zero_ of an expanded tensor": lambda d: _ranged(d, 2).view(2, 1).expand(2, 3).zero_(),
     "half fill_ of an expanded tensor": lambda d: torch.zeros(
         1, dtype=torch.float16, device=d).expand(4).fill_(3),
+    # in place: TensorIterator's ops (copy_ among them) refuse a partial
+    # overlap of self with another input, the ops that scatter any overlap
+    "copy_ from a shifted view": lambda d: (
+        a := _ranged(d, 6), a[1:].copy_(a[:-1]))[0],
+    "copy_ from its transpose": lambda d: (
+        a := _ranged(d, 9).view(3, 3), a.copy_(a.t()))[0],
+    "copy_ from the same elements": lambda d: (a := _ranged(d, 6), a[2:].copy_(a[2:]))[0],
+    "copy_ between disjoint views": lambda d: (a := _ranged(d, 6), a[3:].copy_(a[:3]))[0],
+    "add_ of a shifted view": lambda d: (a := _ranged(d, 6), a[1:].add_(a[:-1]))[0],
+    "mul_ by its first row": lambda d: (a := _ranged(d, 6).view(2, 3), a.mul_(a[0]))[0],
+    "clamp_ to one of its elements": lambda d: (
+        a := _ranged(d, 6), a.clamp_(max=a[3]))[0],
+    "lerp_ towards a shifted view": lambda d: (
+        a := _ranged(d, 6), a[1:].lerp_(a[:-1], 0.5))[0],
+    "add_ of a disjoint view": lambda d: (a := _ranged(d, 6).view(2, 3), a[1].add_(a[0]))[0],
+    "foreach add_ of shifted views": lambda d: (
+        a := _ranged(d, 6), torch._foreach_add_([a[1:]], [a[:-1]]))[0],
+    "fill_ with one of its elements": lambda d: (a := _ranged(d, 6), a.fill_(a[2]))[0],
+    "index_add_ of its own rows": lambda d: (
+        a := _ranged(d, 8).view(4, 2),
+        a[:2].index_add_(0, torch.tensor([1, 0], device=d), a[:2]))[0],
+    "index_copy_ of a shifted view": lambda d: (
+        a := _ranged(d, 8).view(4, 2),
+        a[:2].index_copy_(0, torch.tensor([1, 0], device=d), a[1:3]))[0],
+    "scatter_add_ of its own rows": lambda d: (
+        a := _ranged(d, 8).view(4, 2),
+        a[:2].scatter_add_(0, torch.zeros(2, 2, dtype=torch.long, device=d), a[:2]))[0],
+    "put_ of its own elements": lambda d: (
+        a := _ranged(d, 6), a.put_(torch.tensor([0, 1], device=d), a[4:]))[0],
+    "index_put_ of its own rows": lambda d: (
+        a := _ranged(d, 8).view(4, 2), a.index_put_((torch.tensor([1, 0], device=d),), a[2:]))[0],
+    "setitem from a shifted view": lambda d: (
+        a := _ranged(d, 8).view(4, 2), a[1:].__setitem__(torch.tensor([0, 1], device=d), a[:2]))[0],
+    "index_add_ from a disjoint view": lambda d: (
+        a := _ranged(d, 8).view(4, 2),
+        a[:2].index_add_(0, torch.tensor([1, 0], device=d), a[2:]))[0],
+    "masked fill through index_put_ with its own element": lambda d: (
+        a := _ranged(d, 6), a.index_put_((a > 2,), a[0]))[0],
 }
 
 

@@ -216,6 +216,15 @@ bool tpu_op_is_random(int op);
 // Whether an out= tensor of the op may not be one of its inputs, even as a
 // whole (the ops that gather).
 bool tpu_op_out_disjoint(int op);
+// What the in-place form of the op allows between the tensor it writes and
+// its other tensor inputs, as PyTorch checks it before running.
+typedef enum tpu_overlap {
+  TPU_OVERLAP_ANY,    // not checked (fill_ reads its value first)
+  TPU_OVERLAP_WHOLE,  // the same elements or none; a partial overlap is
+                      // refused (TensorIterator's ops: x[1:].add_(x[:-1]))
+  TPU_OVERLAP_NONE,   // none (the ops that scatter: x[:2].index_add_(0, i, x[:2]))
+} tpu_overlap_t;
+tpu_overlap_t tpu_op_inplace_overlap(int op);
 
 // Result dtype of PyTorch's type promotion over the given operands.
 tpu_dtype_t tpu_promote_types(tpu_dtype_t a, tpu_dtype_t b);

@@ -252,6 +252,13 @@ tpu_val_t tpu_ir_transpose(tpu_graph_t* g, tpu_val_t x, const int64_t* perm) {
     identity &= perm[i] == i;
   }
   if (identity) return x;
+  const tpu_node_t* inner = &g->nodes[x];
+  if (inner->op == TPU_IR_TRANSPOSE) {  // transpose(transpose(y)): one permutation
+    const dims_attrs_t* ia = inner->attrs;
+    int64_t composed[TPU_MAX_RANK];
+    for (int i = 0; i < tx->rank; ++i) composed[i] = ia->v[perm[i]];
+    return tpu_ir_transpose(g, inner->operands[0], composed);
+  }
   return tpu_graph_add(g, TPU_IR_TRANSPOSE, &x, 1, &a, sizeof a, &t);
 }
 
@@ -337,6 +344,10 @@ tpu_val_t tpu_ir_dynamic_update_slice(tpu_graph_t* g, tpu_val_t x,
     if (tu->dims[i] > tx->dims[i]) return FAIL(g, "dynamic_update_slice: update too big");
     ops[2 + i] = starts[i];
   }
+  // An update as large as the operand replaces it (the starts clamp to 0).
+  // Writing a whole clone thus yields its source's value, so the in-place
+  // hazard checks of fused mode see through it (tpu_graph_depends_on).
+  if (tpu_type_eq(tx, tu)) return u;
   return tpu_graph_add(g, TPU_IR_DYNAMIC_UPDATE_SLICE, ops, 2 + tx->rank, NULL, 0, tx);
 }
 

@@ -182,7 +182,8 @@ void tpu_graph_mark_users(const tpu_graph_t* g, bool* marked) {
 }
 
 bool tpu_graph_depends_on(const tpu_graph_t* g, tpu_val_t v, tpu_val_t on) {
-  while (g->nodes[on].op == TPU_IR_RESHAPE) on = g->nodes[on].operands[0];
+  while (g->nodes[on].op == TPU_IR_RESHAPE || g->nodes[on].op == TPU_IR_TRANSPOSE)
+    on = g->nodes[on].operands[0];
   if (v == on) return true;
   if (v < on) return false;  // operands precede their users
   bool* marked = tpu_calloc((size_t)(v - on + 1), sizeof *marked);

@@ -43,6 +43,9 @@ enum {
                            // dtype for input and out" (amax, amin)
   TPU_F_REAL_INPLACE = 16,  // in-place on a complex self is refused (abs_:
                             // a real result written back is not what it means)
+  TPU_F_INPLACE_DISJOINT = 32,  // in-place: the other tensor inputs may not
+                                // share memory with self at all (the ops that
+                                // scatter; PyTorch's assert_no_overlap)
 };
 
 typedef struct tpu_op_row {
