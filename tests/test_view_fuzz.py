@@ -44,7 +44,7 @@ def program(seed, device, steps=12):
         v = rng.choice(tensors)
         for _ in range(rng.randrange(3)):
             v = random_view(v, rng)
-        op, c = rng.randrange(16), rng.choice([0.5, -2.0, 3.0])
+        op, c = rng.randrange(21), rng.choice([0.5, -2.0, 3.0])
         if op == 0:
             v.add_(c)
         elif op == 1:
@@ -87,6 +87,33 @@ def program(seed, device, steps=12):
                 v[1:].copy_(v[:-1]) if c > 0 else v[1:].add_(v[:1])
             except RuntimeError as e:
                 read.append(str(e))
+        elif op == 16 and v.dim() >= 2:
+            tensors.append(v.transpose(0, -1).clone())
+        # Writes whose source may share memory with the written view: both
+        # devices refuse the same ones (only dense views: see op 15).
+        elif op == 17 and v.numel() > 0 and v.is_contiguous():
+            o = random_view(rng.choice(tensors), rng)
+            if o.numel() >= v.numel():
+                try:
+                    v.copy_(o.reshape(-1)[:v.numel()].reshape(v.shape))
+                except RuntimeError as e:
+                    read.append(str(e))
+        elif op == 18 and v.dim() == 2 and v.shape[0] == v.shape[1] and v.is_contiguous():
+            try:
+                v.add_(v.t() * c)
+            except RuntimeError as e:
+                read.append(str(e))
+        elif op == 19 and v.dim() >= 1 and v.shape[0] > 1 and v.is_contiguous():
+            o = random_view(rng.choice(tensors), rng)
+            if o.dim() == v.dim() and o.shape[1:] == v.shape[1:] and o.shape[0] >= 2 \
+                    and o[:2].is_contiguous():
+                try:
+                    v.index_add_(0, torch.tensor([0, v.shape[0] - 1], device=device), o[:2],
+                                 alpha=c)
+                except RuntimeError as e:
+                    read.append(str(e))
+        elif op == 20 and v.dim() >= 1:
+            v.mul_(0.5).add_(v.transpose(0, -1).sum() * 0.01)
         if rng.random() < 0.2:
             tensors.append(v.clone())
     return [t.cpu() for t in tensors], read
