@@ -16,6 +16,33 @@ def test_grad_accumulates_and_retain_graph():
     assert t.grad.device.type == "tpu"
 
 
+def test_backward_runs_on_the_calling_thread():
+    # As for a lazy device: no hand-off to the autograd engine's device
+    # thread; another thread that turns threading back on gets it again.
+    import threading
+
+    def threads_seen():
+        seen = []
+        x = torch.ones(3, device="tpu", requires_grad=True)
+        y = x * 2
+        y.register_hook(lambda g: seen.append(threading.get_ident()))
+        y.sum().backward()
+        torch.testing.assert_close(x.grad.cpu(), torch.full((3,), 2.0))
+        return seen
+
+    assert threads_seen() == [threading.get_ident()]
+    other = []
+
+    def run():
+        with torch.autograd.set_multithreading_enabled(True):
+            other.extend(threads_seen())
+            other.append(threading.get_ident())
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    assert len(other) == 2 and other[0] != other[1]
+
+
 def test_autograd_grad_and_grad_tensors():
     x = torch.randn(5, requires_grad=True)
     t = to_tpu(x)

@@ -40,6 +40,11 @@ def _register():
     torch._register_device_module("tpu", _device)
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
     _ops.register_all()
+    # The importing thread's backward passes run on it, as PyTorch runs a
+    # lazy device's. Otherwise PyTorch hands each pass to its autograd
+    # engine's thread for the device and back, which costs as much as
+    # recording the backward of a small model (docs/modes.md).
+    torch.autograd.set_multithreading_enabled(False)
 
 
 _register()
