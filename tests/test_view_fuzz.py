@@ -92,10 +92,10 @@ def program(seed, device, steps=12):
         # Writes whose source may share memory with the written view: both
         # devices refuse the same ones (only dense views: see op 15).
         elif op == 17 and v.numel() > 0 and v.is_contiguous():
-            o = random_view(rng.choice(tensors), rng)
-            if o.numel() >= v.numel():
+            o = random_view(rng.choice(tensors), rng).reshape(-1)
+            if o.numel() >= v.numel() and o.is_contiguous():
                 try:
-                    v.copy_(o.reshape(-1)[:v.numel()].reshape(v.shape))
+                    v.copy_(o[:v.numel()].reshape(v.shape))
                 except RuntimeError as e:
                     read.append(str(e))
         elif op == 18 and v.dim() == 2 and v.shape[0] == v.shape[1] and v.is_contiguous():
