@@ -266,6 +266,7 @@ tpu_arg_t convert(Args& a, const c10::Argument& arg, const c10::IValue& v) {
 struct Call {
   bool into = false;  // in-place / out=
   bool is_out = false;
+  bool iterator = false;  // new results take the inputs' layout
   c10::DeviceIndex device = 0;
   std::vector<at::Tensor> targets;  // in-place / out= tensors, in order
   std::vector<at::Tensor> results;  // new tensors of a functional call
@@ -300,6 +301,61 @@ void resize_out(at::Tensor& out, const tpu_result_type_t& type,
   impl->set_sizes_contiguous(sizes);
 }
 
+// TensorIterator's layout for a new result of `sizes`: its dims ordered as
+// the strides of the inputs that broadcast to it order them, the first
+// input that tells two dims apart deciding (a broadcast dim tells nothing).
+// Empty when that is row-major.
+std::vector<int64_t> iterator_strides(c10::IntArrayRef sizes,
+                                      const std::vector<const c10::TensorImpl*>& inputs) {
+  const int64_t ndim = static_cast<int64_t>(sizes.size());
+  if (ndim < 2) return {};
+  auto stride = [&](const c10::TensorImpl* in, int64_t d) -> int64_t {
+    int64_t i = d - (ndim - in->dim());  // inputs broadcast from the right
+    if (i < 0 || (in->size(i) == 1 && sizes[d] != 1)) return 0;
+    return in->stride(i);
+  };
+  auto broadcasts = [&](const c10::TensorImpl* in) {  // to the result's shape
+    if (in->dim() == 0 || in->dim() > ndim) return false;
+    for (int64_t i = 0; i < in->dim(); ++i) {
+      int64_t d = ndim - in->dim() + i;
+      if (in->size(i) != sizes[d] && in->size(i) != 1) return false;
+    }
+    return true;
+  };
+  // > 0: dim a is faster than dim b (goes before it in perm); < 0: slower
+  auto faster = [&](int64_t a, int64_t b) -> int {
+    for (const c10::TensorImpl* in : inputs) {
+      if (!broadcasts(in)) continue;
+      int64_t sa = stride(in, a), sb = stride(in, b);
+      if (sa == 0 || sb == 0) continue;
+      if (sa != sb) return sa < sb ? 1 : -1;
+      if (sizes[a] < sizes[b]) return 1;  // equal strides: the smaller dim first
+    }
+    return 0;
+  };
+  std::vector<int64_t> perm(static_cast<size_t>(ndim));  // fastest first
+  for (int64_t i = 0; i < ndim; ++i) perm[i] = ndim - 1 - i;
+  for (int64_t i = 1; i < ndim; ++i)  // insertion sort that keeps ties in place
+    for (int64_t j = i; j > 0; --j) {
+      int c = faster(perm[j], perm[j - 1]);
+      if (c <= 0) {
+        if (c < 0) break;
+        continue;
+      }
+      std::swap(perm[j], perm[j - 1]);
+    }
+  bool row_major = true;
+  for (int64_t i = 0; i < ndim; ++i) row_major &= perm[i] == ndim - 1 - i;
+  if (row_major) return {};
+  std::vector<int64_t> strides(static_cast<size_t>(ndim));
+  int64_t next = 1;
+  for (int64_t d : perm) {
+    strides[d] = next;
+    next *= sizes[d];
+  }
+  return strides;
+}
+
 tpu_status_t prepare(void* user, int count, const tpu_result_type_t* types,
                      tpu_view_t* targets) noexcept {
   auto* call = static_cast<Call*>(user);
@@ -313,6 +369,11 @@ tpu_status_t prepare(void* user, int count, const tpu_result_type_t* types,
         }
         c10::IntArrayRef sizes(types[k].sizes, static_cast<size_t>(types[k].rank));
         call->results.push_back(new_tensor(sizes, to_torch(types[k].dtype), call->device));
+        if (call->iterator) {
+          std::vector<int64_t> strides = iterator_strides(sizes, call->inputs);
+          if (!strides.empty())
+            call->results.back().unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
+        }
         targets[k] = view_of(call->results.back());
       }
       return TPU_OK;
@@ -455,6 +516,7 @@ class RowKernel final : public c10::OperatorKernel {
     a.args.reserve(n);
     Call call;
     call.into = info_.into;
+    call.iterator = tpu_op_is_elementwise(row_) && !info_.returns_list;
     call.is_out = info_.is_out_variant;
     for (size_t i = 0; i < n; ++i) {
       const c10::IValue& v = ivalues[i];

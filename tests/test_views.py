@@ -1,5 +1,6 @@
 """Views alias their base: in-place writes through any view are visible
 through every other view, as on CPU."""
+import pytest
 import torch
 
 from conftest import NoFallback, assert_same, to_tpu
@@ -100,3 +101,30 @@ def test_untyped_storage_resize():
     assert s.nbytes() == 0
     s.resize_(32)
     assert s.nbytes() == 32
+
+
+LAYOUTS = {  # each returns the result whose layout is compared
+    "add of a transpose": lambda x: x[0].t() + 1,
+    "mul of two transposes": lambda x: x[0].t() * x[0].t(),
+    "exp of a transpose": lambda x: torch.exp(x[0].t()),
+    "comparison of a transpose": lambda x: x[0].t() > 0,
+    "where on transposes": lambda x: torch.where(x[0].t() > 0, x[0].t(), 0.0),
+    "transpose plus a broadcast row": lambda x: x[0].t() + x[0].t().sum(0, keepdim=True),
+    "transpose plus contiguous": lambda x: x[0].t() + x[0].t().contiguous(),
+    "contiguous plus transpose": lambda x: x[0].t().contiguous() + x[0].t(),
+    "permuted 3-d": lambda x: x.permute(2, 0, 1) * 2,
+    "permuted plus a broadcast slice": lambda x: x.permute(2, 0, 1) + x.permute(2, 0, 1)[0],
+    "channels last": lambda x: torch.relu(
+        x.reshape(1, 2, 4, 6).contiguous(memory_format=torch.channels_last)),
+    "a column's transpose": lambda x: x[0][:, :1].t() + 1,
+}
+
+
+@pytest.mark.parametrize("name", LAYOUTS)
+def test_elementwise_results_take_their_inputs_layout(name):
+    # As TensorIterator lays them out on CPU: stride() and is_contiguous()
+    # agree, and so does whether reshape returns a view.
+    x = torch.randn(2, 4, 6)
+    want, got = LAYOUTS[name](x), LAYOUTS[name](x.tpu())
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got.cpu(), want)

@@ -216,6 +216,9 @@ bool tpu_op_is_random(int op);
 // Whether an out= tensor of the op may not be one of its inputs, even as a
 // whole (the ops that gather).
 bool tpu_op_out_disjoint(int op);
+// Whether the op is elementwise: as PyTorch's TensorIterator gives it, a
+// new result takes the layout of its inputs (x.t() + 1 is laid out as x.t()).
+bool tpu_op_is_elementwise(int op);
 // What the in-place form of the op allows between the tensor it writes and
 // its other tensor inputs, as PyTorch checks it before running.
 typedef enum tpu_overlap {

@@ -53,12 +53,16 @@ bool tpu_op_is_random(int op) {
 bool tpu_op_out_disjoint(int op) {
   return op >= 0 && op < NUM_ROWS && (rows[op].flags & TPU_F_OUT_DISJOINT);
 }
-// The rows with TensorIterator's cast rule are TensorIterator's ops, so
-// their in-place forms get its overlap check too.
+bool tpu_op_is_elementwise(int op) {
+  return op >= 0 && op < NUM_ROWS && rows[op].cls == TPU_CLASS_ELEMENTWISE;
+}
+// The elementwise rows with TensorIterator's cast rule are TensorIterator's
+// ops, so their in-place forms get its overlap check too.
 tpu_overlap_t tpu_op_inplace_overlap(int op) {
   if (op < 0 || op >= NUM_ROWS) return TPU_OVERLAP_ANY;
   if (rows[op].flags & TPU_F_INPLACE_DISJOINT) return TPU_OVERLAP_NONE;
-  return (rows[op].flags & TPU_F_CAST_CHECK) ? TPU_OVERLAP_WHOLE : TPU_OVERLAP_ANY;
+  return tpu_op_is_elementwise(op) && (rows[op].flags & TPU_F_CAST_CHECK) ? TPU_OVERLAP_WHOLE
+                                                                          : TPU_OVERLAP_ANY;
 }
 
 int tpu_op_lookup(const char* name) {
