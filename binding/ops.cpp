@@ -322,28 +322,30 @@ std::vector<int64_t> iterator_strides(c10::IntArrayRef sizes,
     }
     return true;
   };
-  // > 0: dim a is faster than dim b (goes before it in perm); < 0: slower
-  auto faster = [&](int64_t a, int64_t b) -> int {
+  // > 0: dim a goes after (is slower than) dim b; < 0: before; 0: unknown
+  auto slower = [&](int64_t a, int64_t b) -> int {
     for (const c10::TensorImpl* in : inputs) {
       if (!broadcasts(in)) continue;
       int64_t sa = stride(in, a), sb = stride(in, b);
       if (sa == 0 || sb == 0) continue;
-      if (sa != sb) return sa < sb ? 1 : -1;
-      if (sizes[a] < sizes[b]) return 1;  // equal strides: the smaller dim first
+      if (sa != sb) return sa > sb ? 1 : -1;
+      if (sizes[a] > sizes[b]) return 1;  // equal strides: the smaller dim first
     }
     return 0;
   };
   std::vector<int64_t> perm(static_cast<size_t>(ndim));  // fastest first
   for (int64_t i = 0; i < ndim; ++i) perm[i] = ndim - 1 - i;
-  for (int64_t i = 1; i < ndim; ++i)  // insertion sort that keeps ties in place
-    for (int64_t j = i; j > 0; --j) {
-      int c = faster(perm[j], perm[j - 1]);
-      if (c <= 0) {
-        if (c < 0) break;
-        continue;
+  for (int64_t i = 1; i < ndim; ++i) {  // insertion sort past unknown pairs
+    int64_t moving = i;
+    for (int64_t j = i - 1; j >= 0; --j) {
+      int c = slower(perm[j], perm[moving]);
+      if (c < 0) break;
+      if (c > 0) {
+        std::swap(perm[j], perm[moving]);
+        moving = j;
       }
-      std::swap(perm[j], perm[j - 1]);
     }
+  }
   bool row_major = true;
   for (int64_t i = 0; i < ndim; ++i) row_major &= perm[i] == ndim - 1 - i;
   if (row_major) return {};
