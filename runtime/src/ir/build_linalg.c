@@ -4,14 +4,6 @@
 
 #include "ir/ir_internal.h"
 
-#define FAIL(g, ...)                                                         \
-  (tpu_graph_fail((g), tpu_status_make(TPU_CODE_INVALID_ARGUMENT, __VA_ARGS__)), \
-   TPU_VAL_NONE)
-
-static bool valid(const tpu_graph_t* g, tpu_val_t v) {
-  return tpu_graph_ok(g) && v >= 0 && v < g->count;
-}
-
 static tpu_dtype_t complex_of(tpu_dtype_t t) { return t == TPU_F64 ? TPU_C128 : TPU_C64; }
 static tpu_dtype_t real_of(tpu_dtype_t t) { return t == TPU_C128 ? TPU_F64 : TPU_F32; }
 

@@ -184,17 +184,12 @@ void tpu_graph_mark_users(const tpu_graph_t* g, bool* marked) {
 bool tpu_graph_depends_on(const tpu_graph_t* g, tpu_val_t v, tpu_val_t on) {
   while (g->nodes[on].op == TPU_IR_RESHAPE || g->nodes[on].op == TPU_IR_TRANSPOSE)
     on = g->nodes[on].operands[0];
-  if (v == on) return true;
-  if (v < on) return false;  // operands precede their users
-  bool* marked = tpu_calloc((size_t)(v - on + 1), sizeof *marked);
+  if (v <= on) return v == on;  // operands precede their users
+  bool* marked = tpu_calloc((size_t)g->count, sizeof *marked);
   if (!marked) return true;
-  marked[0] = true;
-  for (int32_t i = on + 1; i <= v; ++i) {
-    const tpu_node_t* n = &g->nodes[i];
-    for (int32_t k = 0; !marked[i - on] && k < n->num_operands; ++k)
-      marked[i - on] = n->operands[k] >= on && marked[n->operands[k] - on];
-  }
-  bool depends = marked[v - on];
+  marked[on] = true;
+  tpu_graph_mark_users(g, marked);
+  bool depends = marked[v];
   tpu_free(marked);
   return depends;
 }

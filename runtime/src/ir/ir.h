@@ -195,8 +195,8 @@ tpu_ir_op_t tpu_ir_node_op(const tpu_graph_t* g, tpu_val_t v);
 // Extends `marked` (a flag per node) to every node computed from a marked one.
 void tpu_graph_mark_users(const tpu_graph_t* g, bool* marked);
 // Whether v is computed from the data of `on`: from `on` or from what `on`
-// is a reshape of (XLA's buffers do not tell them apart). True as well when
-// that cannot be told (out of memory).
+// is a reshape or transpose of (XLA may lay them out in the same buffer).
+// True as well when that cannot be told (out of memory).
 bool tpu_graph_depends_on(const tpu_graph_t* g, tpu_val_t v, tpu_val_t on);
 
 // Parameters are numbered in creation order. Each is a distinct input

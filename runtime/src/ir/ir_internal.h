@@ -48,6 +48,21 @@ tpu_val_t tpu_graph_add_multi(tpu_graph_t* g, tpu_ir_op_t op,
                               const tpu_type_t* types, int num_results);
 const tpu_node_t* tpu_graph_node(const tpu_graph_t* g, tpu_val_t v);
 
+// The builders' shared checks (build*.c): an operand is usable only while
+// the graph holds no error; a bad argument fails the graph and yields
+// TPU_VAL_NONE.
+#define FAIL(g, ...)                                                         \
+  (tpu_graph_fail((g), tpu_status_make(TPU_CODE_INVALID_ARGUMENT, __VA_ARGS__)), \
+   TPU_VAL_NONE)
+
+static inline bool valid(const tpu_graph_t* g, tpu_val_t v) {
+  return tpu_graph_ok(g) && v >= 0 && v < g->count;
+}
+
+static inline const tpu_type_t* type_of(const tpu_graph_t* g, tpu_val_t v) {
+  return &g->nodes[v].type;
+}
+
 // Attribute structs (zero-initialized before filling).
 typedef struct const_attrs {
   tpu_dtype_t dtype;  // F32/F64/ints/bool/complex; others are converted
