@@ -1,5 +1,6 @@
 // The IR: builders, hash-consing, printing; programs run on the CPU plugin.
 #include <math.h>
+#include <string.h>
 
 #include "ir/ir.h"
 #include "test.h"
@@ -164,6 +165,62 @@ void test_ir_run_dot_reduce(void) {
   CHECK(pv[0] == 4 && pv[1] == 5 && pv[2] == 10 && pv[3] == 11);
   CHECK(tv[0] == 30);
   CHECK(mv[0] == 3 && mv[1] == 6);
+  tpu_graph_destroy(g);
+  tpu_client_release(c);
+}
+
+// Whether the printed program of `v` contains `what`.
+static bool program_has(tpu_graph_t* g, tpu_val_t v, const char* what) {
+  tpu_program_output_t po = {v, -1};
+  char* text;
+  size_t size;
+  CHECK_OK(tpu_graph_print(g, &po, 1, 1, &text, &size));
+  bool found = strstr(text, what) != NULL;
+  tpu_free(text);
+  return found;
+}
+
+// A float sum over the leading dims of data shaped with more dims than the
+// sum's [rows, cols] is a product with ones (XLA would fold a reshape into
+// the reduction and run it as a strided loop); other sums stay reductions.
+void test_ir_column_sum(void) {
+  tpu_client_t* c = test_client(1);
+  tpu_graph_t* g = new_graph();
+  int64_t d3[3] = {2, 3, 4};
+  tpu_type_t t3 = tpu_type_make(TPU_F32, d3, 3);
+  tpu_val_t x = tpu_ir_param(g, &t3);
+  tpu_val_t sq = tpu_ir_binary(g, TPU_IR_MUL, x, x);
+  int64_t lead[2] = {0, 1}, first = 0;
+  tpu_val_t colsum = tpu_ir_reduce(g, sq, tpu_ir_const(g, TPU_F32, 0.5, NULL, 0), lead, 2, TPU_BODY_ADD);
+  CHECK(program_has(g, colsum, "stablehlo.dot_general"));
+  // the same data viewed as [6, 4] first: XLA would still see 3 dims
+  tpu_val_t flat = tpu_ir_reshape(g, sq, (int64_t[]){6, 4}, 2);
+  tpu_val_t viewed = tpu_ir_reduce(g, flat, tpu_ir_const(g, TPU_F32, 0, NULL, 0), &first, 1, TPU_BODY_ADD);
+  CHECK(program_has(g, viewed, "stablehlo.dot_general"));
+  // a max, and a sum of data that is [rows, cols] itself, stay reductions
+  tpu_val_t mx = tpu_ir_reduce(g, sq, tpu_ir_const(g, TPU_F32, 0, NULL, 0), lead, 2, TPU_BODY_MAX);
+  CHECK(!program_has(g, mx, "stablehlo.dot_general"));
+  tpu_type_t t2 = tpu_type_make(TPU_F32, (int64_t[]){6, 4}, 2);
+  tpu_val_t y = tpu_ir_param(g, &t2);
+  tpu_val_t plain = tpu_ir_reduce(g, y, tpu_ir_const(g, TPU_F32, 0, NULL, 0), &first, 1, TPU_BODY_ADD);
+  CHECK(!program_has(g, plain, "stablehlo.dot_general"));
+  float xv[24], yv[24], cv[4], vv[4], mv[4], pv[4];
+  for (int i = 0; i < 24; ++i) xv[i] = (float)(i % 7) - 3, yv[i] = (float)i;
+  const void* in[2] = {xv, yv};
+  void* res[4] = {cv, vv, mv, pv};
+  size_t sizes[4] = {sizeof cv, sizeof vv, sizeof mv, sizeof pv};
+  tpu_val_t outs[4] = {colsum, viewed, mx, plain};
+  run_graph(c, g, outs, 4, in, res, sizes);
+  for (int j = 0; j < 4; ++j) {
+    float sum = 0, max = 0, col = 0;
+    for (int r = 0; r < 6; ++r) {
+      sum += xv[r * 4 + j] * xv[r * 4 + j];
+      max = fmaxf(max, xv[r * 4 + j] * xv[r * 4 + j]);
+      col += yv[r * 4 + j];
+    }
+    CHECK_MSG(cv[j] == sum + 0.5f, "column %d: %g, want %g", j, cv[j], sum + 0.5f);
+    CHECK(vv[j] == sum && mv[j] == max && pv[j] == col);
+  }
   tpu_graph_destroy(g);
   tpu_client_release(c);
 }
