@@ -1,0 +1,236 @@
+// The storage, view and copy primitives every PrivateUse1 backend provides:
+// empty tensors, views over a slot, resize_ and set_, copies between tpu
+// tensors and between tpu and the host, and reading one element.
+#include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+#include <vector>
+
+#include "binding.h"
+
+namespace torchtpu {
+
+namespace {
+
+//===--- storage, views, copies ---===//
+
+at::Tensor empty_memory_format(c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout>, std::optional<at::Device> device,
+                               std::optional<bool>, std::optional<at::MemoryFormat> memory_format) {
+  c10::DeviceIndex idx = device && device->has_index() ? device->index() : current_device();
+  c10::ScalarType t = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  to_tpu(t);  // rejects unsupported dtypes early
+  at::Tensor r = new_tensor(C10_AS_INTARRAYREF_SLOW(size), t, idx);
+  if (memory_format && *memory_format != at::MemoryFormat::Contiguous)
+    r.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
+  return r;
+}
+
+at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                         std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
+                         std::optional<at::Device> device, std::optional<bool>) {
+  c10::DeviceIndex idx = device && device->has_index() ? device->index() : current_device();
+  c10::ScalarType t = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  to_tpu(t);
+  auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+  auto strides = C10_AS_INTARRAYREF_SLOW(stride);
+  size_t nbytes = at::detail::computeStorageNbytes(sizes, strides, c10::elementSize(t));
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, allocate_on(idx, nbytes),
+                       allocator(), true);
+  auto r = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      caffe2::TypeMeta::fromScalarType(t));
+  r.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
+  return r;
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size,
+                      c10::SymIntArrayRef stride, std::optional<c10::SymInt> offset) {
+  std::optional<int64_t> off;
+  if (offset) off = offset->guard_int(__FILE__, __LINE__);
+  return at::native::as_strided_tensorimpl(self, C10_AS_INTARRAYREF_SLOW(size),
+                                           C10_AS_INTARRAYREF_SLOW(stride), off);
+}
+
+at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
+                         c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size),
+                                    C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+// Makes the storage hold at least `nbytes`, keeping its contents.
+void ensure_storage(const at::Tensor& self, size_t nbytes) {
+  const c10::Storage& st = self.storage();
+  if (st.nbytes() >= nbytes) return;
+  check(tpu_slot_resize(slot_of(st), nbytes));
+  st.unsafeGetStorageImpl()->set_nbytes(nbytes);
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
+                          std::optional<at::MemoryFormat> memory_format) {
+  auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(sizes);
+  if (memory_format && *memory_format != at::MemoryFormat::Contiguous)
+    impl->empty_tensor_restride(*memory_format);
+  size_t nbytes = (static_cast<size_t>(self.storage_offset()) +
+                   static_cast<size_t>(c10::multiply_integers(sizes))) * self.element_size();
+  if (self.numel() > 0) ensure_storage(self, nbytes);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, c10::SymInt offset,
+                        c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  auto* impl = self.unsafeGetTensorImpl();
+  TORCH_CHECK(source.device().is_privateuseone(), "set_: expected a tpu storage, got ",
+              source.device());
+  if (!impl->storage().is_alias_of(source)) impl->set_storage_keep_dtype(source);
+  auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+  impl->set_storage_offset(offset.guard_int(__FILE__, __LINE__));
+  if (stride.empty()) impl->set_sizes_contiguous(sizes);
+  else impl->set_sizes_and_strides(sizes, C10_AS_INTARRAYREF_SLOW(stride));
+  if (self.numel() > 0)
+    ensure_storage(self, at::detail::computeStorageNbytes(self.sizes(), self.strides(),
+                                                          self.element_size(),
+                                                          self.storage_offset()));
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.element_size());
+  std::vector<c10::SymInt> size{c10::SymInt(n)};
+  return set_storage(self, std::move(source), 0, size, {});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.is_same(source)) return self;
+  return set_storage(self, source.storage(), source.sym_storage_offset(), source.sym_sizes(),
+                     source.sym_strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage empty(c10::Storage::use_byte_size_t(), 0, allocate_on(self.device().index(), 0),
+                     allocator(), true);
+  std::vector<c10::SymInt> size{c10::SymInt(0)};
+  return set_storage(self, std::move(empty), 0, size, {});
+}
+
+// A view of t without the conjugate and negative bits: its physical data.
+at::Tensor physical(const at::Tensor& t) {
+  at::Tensor p = t;
+  if (p.is_conj()) p = p.conj();  // conj() of a conjugate view clears the bit
+  if (p.is_neg()) p = p._neg_view();
+  return p;
+}
+
+// Copies move physical data; the conjugate and negative bits of views
+// (x.conj(), x._neg_view()) say how logical values derive from it, so each
+// direction applies the bits of both sides.
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  if (self.numel() == 0) return dst;
+  if (self.is_privateuseone() && dst.is_privateuseone()) {
+    at::assert_no_partial_overlap(dst, self);  // TensorIterator's check, as on CPU
+    tpu_view_t s = view_of(self), d = view_of(dst);
+    check(tpu_copy(&d, &s));
+    bool conj = self.is_conj() != dst.is_conj(), neg = self.is_neg() != dst.is_neg();
+    if (conj || neg) {
+      at::Tensor p = physical(dst);
+      // (conj_physical_ has no tpu kernel: negate the imaginary parts)
+      if (conj) at::view_as_real(p).select(-1, 1).neg_();
+      if (neg) p.neg_();
+    }
+  } else if (dst.is_privateuseone()) {  // host to device
+    at::Tensor src = self.to(dst.scalar_type());
+    if (dst.is_conj()) src = src.conj();  // dst holds the conjugate of its values
+    if (dst.is_neg()) src = src._neg_view();
+    src = src.resolve_conj().resolve_neg();
+    src = src.expand(dst.sizes()).contiguous();
+    tpu_view_t d = view_of(dst);
+    check(tpu_copy_from_host(&d, src.data_ptr()));
+  } else {  // device to host
+    at::Tensor tmp = at::empty(self.sizes(), self.options().device(c10::kCPU));
+    tpu_view_t s = view_of(self);
+    check(tpu_copy_to_host(&s, tmp.data_ptr(), tmp.nbytes()));
+    if (self.is_conj()) tmp = tmp.conj();
+    if (self.is_neg()) tmp = tmp._neg_view();
+    dst.copy_(tmp);
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  at::Tensor tmp = at::empty({}, self.options().device(c10::kCPU));
+  tpu_view_t s = view_of(self);
+  check(tpu_copy_to_host(&s, tmp.data_ptr(), tmp.nbytes()));
+  return tmp.item();
+}
+
+// `param.data = tpu_tensor` (what Module.to() does) must keep the Parameter
+// object, as it does for CUDA: otherwise every module gets a new Parameter
+// and tied weights (an LM head sharing the embedding) come apart. PyTorch's
+// default only allows it between its built-in dense backends; a tpu tensor is
+// an ordinary dense TensorImpl, interchangeable with a CPU one.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense_cpu_or_tpu = [](c10::DispatchKeySet ks) {
+    return ks.has(c10::DispatchKey::Dense) &&
+           (ks.has_backend(c10::BackendComponent::CPUBit) ||
+            ks.has_backend(c10::BackendComponent::PrivateUse1Bit));
+  };
+  if (dense_cpu_or_tpu(self.key_set()) && dense_cpu_or_tpu(from.key_set())) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("as_strided", TORCH_FN(as_strided));
+  m.impl("view", TORCH_FN(view));
+  m.impl("_reshape_alias", TORCH_FN(reshape_alias));
+  m.impl("unfold", TORCH_FN(at::native::unfold));
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage));
+  m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
+  m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
+  m.impl("set_", TORCH_FN(set_empty));
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+// The Conjugate and Negative keys' generic fallback resolves a view's bit
+// with clone(), and clone copies with _copy_from: an endless recursion (a
+// stack overflow on x.conj().cpu()). _copy_from reads the bits itself.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+}  // namespace torchtpu
