@@ -94,8 +94,12 @@ def test_program_the_plugin_cannot_serialize_warns_once_and_runs(tmp_path):
                            capture_output=True, text=True) for _ in range(2)]
     for out in runs:
         assert out.returncode == 0, out.stderr
-        assert out.stderr.count("cannot be stored in the disk cache") == 1, out.stderr
     cold, warm = (json.loads(out.stdout.strip().splitlines()[-1]) for out in runs)
+    if warm["compiles"] == 0 and warm["disk_hits"] == cold["compiles"]:
+        pytest.skip("this plugin stores XNNPACK programs (newer XLA builds do; the pinned "
+                    "xla-cpu-pjrt 0.0.1 cannot), so there is no unstorable program to test")
+    for out in runs:
+        assert out.stderr.count("cannot be stored in the disk cache") == 1, out.stderr
     assert cold["disk_hits"] == 0
     # the two reductions compile again; the rest (arange, reshape) load
     assert warm["compiles"] == 2 and warm["disk_hits"] == cold["compiles"] - 2, (cold, warm)
