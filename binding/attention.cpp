@@ -17,12 +17,12 @@
 #include <ATen/native/transformers/attention.h>
 #include <torch/library.h>
 
-#include <cstring>
 #include <optional>
 #include <tuple>
 #include <vector>
 
 #include "binding.h"
+#include "row_call.h"
 
 namespace torchtpu {
 namespace {
@@ -62,72 +62,29 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
   return static_cast<int64_t>(at::SDPBackend::error);  // "No viable backend ..."
 }
 
-struct Results {
-  c10::DeviceIndex device = 0;
-  std::vector<at::Tensor> out;
-};
-
-tpu_status_t prepare(void* user, int count, const tpu_result_type_t* types,
-                     tpu_view_t* targets) noexcept {
-  auto* r = static_cast<Results*>(user);
-  try {
-    for (int k = 0; k < count; ++k) {
-      c10::IntArrayRef sizes(types[k].sizes, static_cast<size_t>(types[k].rank));
-      r->out.push_back(new_tensor(sizes, to_torch(types[k].dtype), r->device));
-      targets[k] = view_of(r->out.back());
-    }
-    return TPU_OK;
-  } catch (const std::exception& e) {
-    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "%s", e.what());
-  }
-}
-
-tpu_arg_t arg_of(tpu_arg_kind_t kind) {
-  tpu_arg_t a;
-  std::memset(&a, 0, sizeof a);
-  a.kind = kind;
-  return a;
-}
-
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
            at::Tensor, at::Tensor>
 sdpa_overrideable(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                   const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
                   bool return_debug_mask, std::optional<double> scale) {
-  static const int row = tpu_op_lookup("sdpa");
-  TORCH_CHECK(row >= 0, "tpu: the op table has no row 'sdpa'");
-  const at::Tensor* tensors[4] = {&query, &key, &value,
-                                  attn_bias && attn_bias->defined() ? &*attn_bias : nullptr};
-  tpu_view_t views[4];
-  std::vector<tpu_arg_t> args;
-  for (int i = 0; i < 4; ++i) {
-    if (!tensors[i]) {
-      args.push_back(arg_of(TPU_ARG_NONE));
-      continue;
-    }
-    TORCH_CHECK(tensors[i]->is_privateuseone(),
+  static const int row = row_id("sdpa");
+  for (const at::Tensor* t : {&query, &key, &value, attn_bias ? &*attn_bias : nullptr})
+    TORCH_CHECK(!t || !t->defined() || t->is_privateuseone(),
                 "Expected all tensors to be on the same device, but found at least two "
-                "devices, tpu:0 and ", tensors[i]->device(), "!");
-    views[i] = view_of(*tensors[i]);
-    args.push_back(arg_of(TPU_ARG_TENSOR));
-    args.back().tensor = &views[i];
-  }
-  args.push_back(arg_of(TPU_ARG_FLOAT));
-  args.back().f = dropout_p;
-  args.push_back(arg_of(TPU_ARG_BOOL));
-  args.back().b = is_causal;
-  args.push_back(arg_of(TPU_ARG_BOOL));
-  args.back().b = return_debug_mask;
-  args.push_back(arg_of(scale ? TPU_ARG_FLOAT : TPU_ARG_NONE));
-  if (scale) args.back().f = *scale;
-  Results r;
-  r.device = query.device().index();
-  tpu_call_t c{row, r.device, args.data(), static_cast<int>(args.size()), TPU_WRITE_NEW,
-               nullptr, 0, &prepare, &r};
-  check(tpu_op_call(&c));
-  TORCH_CHECK(r.out.size() == 2, "tpu: sdpa made ", r.out.size(), " results");
+                "devices, tpu:0 and ", t->device(), "!");
+  std::vector<at::Tensor> out = RowCall(row, query.device().index())
+                                    .tensor(query)
+                                    .tensor(key)
+                                    .tensor(value)
+                                    .optional_tensor(attn_bias)
+                                    .real(dropout_p)
+                                    .boolean(is_causal)
+                                    .boolean(return_debug_mask)
+                                    .optional_real(scale)
+                                    .run();
+  TORCH_CHECK(out.size() == 2, "tpu: sdpa made ", out.size(), " results");
   // (no variable-length batches, no dropout RNG state, no debug mask)
-  return {r.out[0], r.out[1], at::Tensor(), at::Tensor(), c10::SymInt(query.size(2)),
+  return {out[0], out[1], at::Tensor(), at::Tensor(), c10::SymInt(query.size(2)),
           c10::SymInt(key.size(2)), at::Tensor(), at::Tensor(), at::Tensor()};
 }
 

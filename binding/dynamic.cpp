@@ -14,123 +14,16 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
-#include <cstring>
-#include <deque>
 #include <optional>
 #include <vector>
 
 #include "binding.h"
+#include "row_call.h"
 
 namespace torchtpu {
 namespace {
 
 using IndexList = c10::List<std::optional<at::Tensor>>;
-
-int row_id(const char* name) {
-  int row = tpu_op_lookup(name);
-  TORCH_CHECK(row >= 0, "tpu: the op table has no row '", name, "'");
-  return row;
-}
-
-// Results of a row call: new tensors, or self written in place.
-struct Results {
-  c10::DeviceIndex device = 0;
-  const at::Tensor* into = nullptr;
-  std::vector<at::Tensor> out;
-};
-
-tpu_status_t prepare(void* user, int count, const tpu_result_type_t* types,
-                     tpu_view_t* targets) noexcept {
-  auto* r = static_cast<Results*>(user);
-  try {
-    if (r->into) {
-      if (count != 1) return tpu_status_make(TPU_CODE_INTERNAL, "expected one result, got %d", count);
-      targets[0] = view_of(*r->into);
-      return TPU_OK;
-    }
-    for (int k = 0; k < count; ++k) {
-      c10::IntArrayRef sizes(types[k].sizes, static_cast<size_t>(types[k].rank));
-      r->out.push_back(new_tensor(sizes, to_torch(types[k].dtype), r->device));
-      targets[k] = view_of(r->out.back());
-    }
-    return TPU_OK;
-  } catch (const std::exception& e) {
-    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "%s", e.what());
-  }
-}
-
-// The runtime arguments of one call of an op-table row, in schema order.
-class RowCall {
- public:
-  RowCall(int row, c10::DeviceIndex device) : row_(row), device_(device) {}
-
-  RowCall& tensor(const at::Tensor& t) {
-    tpu_arg_t& a = next();
-    a.kind = TPU_ARG_TENSOR;
-    a.tensor = view(t);
-    return *this;
-  }
-  // A Tensor?[] list (undefined entries are None).
-  RowCall& tensors(const std::vector<at::Tensor>& ts) {
-    lists_.emplace_back();
-    for (const at::Tensor& t : ts) lists_.back().push_back(t.defined() ? view(t) : nullptr);
-    tpu_arg_t& a = next();
-    a.kind = TPU_ARG_TENSORS;
-    a.tensors = lists_.back().data();
-    a.count = static_cast<int32_t>(ts.size());
-    return *this;
-  }
-  RowCall& integer(int64_t v) {
-    tpu_arg_t& a = next();
-    a.kind = TPU_ARG_INT;
-    a.i = v;
-    return *this;
-  }
-  RowCall& boolean(bool v) {
-    tpu_arg_t& a = next();
-    a.kind = TPU_ARG_BOOL;
-    a.b = v;
-    return *this;
-  }
-
-  std::vector<at::Tensor> run() {
-    Results r;
-    r.device = device_;
-    call(TPU_WRITE_NEW, r);
-    return std::move(r.out);
-  }
-  void run_into(const at::Tensor& self) {
-    Results r;
-    r.device = device_;
-    r.into = &self;
-    call(TPU_WRITE_INTO, r);
-  }
-
- private:
-  tpu_arg_t& next() {
-    args_.emplace_back();
-    std::memset(&args_.back(), 0, sizeof(tpu_arg_t));
-    return args_.back();
-  }
-  const tpu_view_t* view(const at::Tensor& t) {
-    // Index tensors may live on the CPU (PyTorch allows it); move them over.
-    keep_.push_back(t.is_privateuseone() ? t : t.to(c10::Device(c10::DeviceType::PrivateUse1, device_)));
-    views_.push_back(view_of(keep_.back()));
-    return &views_.back();
-  }
-  void call(tpu_write_mode_t mode, Results& r) {
-    tpu_call_t c{row_, device_, args_.data(), static_cast<int>(args_.size()), mode,
-                 nullptr, 0, &prepare, &r};
-    check(tpu_op_call(&c));
-  }
-
-  int row_;
-  c10::DeviceIndex device_;
-  std::vector<tpu_arg_t> args_;
-  std::deque<at::Tensor> keep_;
-  std::deque<tpu_view_t> views_;
-  std::deque<std::vector<const tpu_view_t*>> lists_;
-};
 
 c10::DeviceIndex index_of_device(const at::Tensor& t) { return t.device().index(); }
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import TPU, assert_same, check, check_error, fallbacks, to_tpu
+from conftest import check, check_error, check_grad
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 REDUCTIONS = ["none", "mean", "sum"]
@@ -24,25 +24,6 @@ def tol(dtype):
     # float (one rounding at the end), so allow a couple of ulps.
     return {torch.bfloat16: dict(atol=2e-2, rtol=2e-2),
             torch.float16: dict(atol=2e-3, rtol=2e-3)}.get(dtype, {})
-
-
-def check_grad(fn, *inputs, allow=(), **tolerance):
-    """The loss and the gradients of the requires_grad inputs match CPU's;
-    only the ops in `allow` (other families') may fall back."""
-    expected = fn(*inputs)
-    grad = torch.randn(expected.shape).to(expected.dtype)
-    expected.backward(grad)
-    tpu_inputs = [to_tpu(x) for x in inputs]
-    before = fallbacks()
-    actual = fn(*tpu_inputs)
-    actual.backward(grad.to(TPU))
-    torch.tpu.synchronize()
-    new = {k for k, v in fallbacks().items() if v != before.get(k, 0)}
-    assert new <= set(allow), f"unexpected CPU fallbacks: {new - set(allow)}"
-    assert_same(expected, actual, **tolerance)
-    for x, t in zip(inputs, tpu_inputs):
-        if isinstance(x, torch.Tensor) and x.requires_grad:
-            assert_same(x.grad, t.grad, **tolerance)
 
 
 def logits(*shape, dtype=torch.float32):

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import TPU, assert_same, check, check_error, fallbacks, to_tpu
+from conftest import TPU, assert_same, check, check_error, check_grad
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 nan, inf = math.nan, math.inf
@@ -31,26 +31,6 @@ def sample(dtype, shape=(3, 4, 5)):
 def ties(shape=(3, 4, 5), dtype=torch.float32):
     """Small integers: many equal values, to test tie-breaking."""
     return torch.randint(0, 3, shape).to(dtype)
-
-
-def check_grad(fn, *inputs, allow=(), atol=None, rtol=None):
-    """fn's result and the gradients of its inputs (requires_grad leaves) on
-    tpu equal CPU's for a random upstream gradient. Only the ops in `allow`
-    (other families' ops used by the backward formula) may fall back."""
-    expected = fn(*inputs)
-    grad = torch.randn(expected.shape).to(expected.dtype)
-    expected.backward(grad)
-    tpu_inputs = [to_tpu(x) for x in inputs]
-    before = fallbacks()
-    actual = fn(*tpu_inputs)
-    actual.backward(grad.to(TPU))
-    torch.tpu.synchronize()
-    new = {k for k, v in fallbacks().items() if v != before.get(k, 0)}
-    assert new <= set(allow), f"unexpected CPU fallbacks: {new - set(allow)}"
-    assert_same(expected, actual, atol, rtol)
-    for x, t in zip(inputs, tpu_inputs):
-        if isinstance(x, torch.Tensor) and x.requires_grad:
-            assert_same(x.grad, t.grad, atol, rtol)
 
 
 #===--- sum, nansum, mean, prod ---===#

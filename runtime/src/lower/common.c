@@ -75,18 +75,25 @@ tpu_val_t tpu_lower_splat_like(tpu_lower_ctx_t* cx, tpu_val_t scalar, tpu_val_t 
   return tpu_ir_broadcast(cx->g, scalar, t->dims, t->rank, NULL);
 }
 
+tpu_status_t tpu_args_broadcast_shape(const tpu_lower_ctx_t* cx, const int* args, int n,
+                                      int64_t* shape, int* rank) {
+  *rank = 0;
+  for (int k = 0; k < n; ++k) {
+    if (!tpu_arg_present(cx, args[k])) continue;
+    int64_t next[TPU_MAX_RANK];
+    TPU_RETURN_IF_ERROR(tpu_broadcast_shapes(shape, *rank, tpu_arg_sizes(cx, args[k]),
+                                             tpu_arg_rank(cx, args[k]), next, rank));
+    memcpy(shape, next, sizeof(int64_t) * (size_t)*rank);
+  }
+  return TPU_OK;
+}
+
 tpu_status_t tpu_lower_broadcast_inputs(tpu_lower_ctx_t* cx, const int* args,
                                         int n, tpu_dtype_t dtype,
                                         tpu_val_t* out) {
   int64_t shape[TPU_MAX_RANK];
-  int rank = 0;
-  for (int k = 0; k < n; ++k) {
-    if (!tpu_arg_present(cx, args[k])) continue;
-    int64_t next[TPU_MAX_RANK];
-    TPU_RETURN_IF_ERROR(tpu_broadcast_shapes(shape, rank, tpu_arg_sizes(cx, args[k]),
-                                             tpu_arg_rank(cx, args[k]), next, &rank));
-    memcpy(shape, next, sizeof(int64_t) * (size_t)rank);
-  }
+  int rank;
+  TPU_RETURN_IF_ERROR(tpu_args_broadcast_shape(cx, args, n, shape, &rank));
   for (int k = 0; k < n; ++k)
     out[k] = tpu_arg_present(cx, args[k])
                  ? tpu_lower_expand(cx, tpu_lower_input(cx, args[k], dtype), shape, rank)

@@ -144,6 +144,9 @@ tpu_dtype_t tpu_to_float(tpu_dtype_t t);  // integral/bool -> default float
 TPU_MUST_USE tpu_status_t tpu_broadcast_shapes(const int64_t* a, int ra,
                                                const int64_t* b, int rb,
                                                int64_t* out, int* out_rank);
+// The shape the present arguments args[0..n) broadcast to (rank 0 if none).
+TPU_MUST_USE tpu_status_t tpu_args_broadcast_shape(const tpu_lower_ctx_t* cx, const int* args,
+                                                   int n, int64_t* shape, int* rank);
 // Reads the present arguments args[0..n) as values of `dtype`, broadcast to
 // their common shape; absent ones give TPU_VAL_NONE.
 TPU_MUST_USE tpu_status_t tpu_lower_broadcast_inputs(tpu_lower_ctx_t* cx,

@@ -79,14 +79,8 @@ tpu_status_t tpu_ew_inputs(tpu_lower_ctx_t* cx, const int* args, int n,
                            tpu_dtype_t common, tpu_dtype_t compute, unsigned exact,
                            tpu_val_t* out) {
   int64_t shape[TPU_MAX_RANK];
-  int rank = 0;
-  for (int k = 0; k < n; ++k) {
-    if (!tpu_arg_present(cx, args[k])) continue;
-    int64_t next[TPU_MAX_RANK];
-    TPU_RETURN_IF_ERROR(tpu_broadcast_shapes(shape, rank, tpu_arg_sizes(cx, args[k]),
-                                             tpu_arg_rank(cx, args[k]), next, &rank));
-    memcpy(shape, next, sizeof(int64_t) * (size_t)rank);
-  }
+  int rank;
+  TPU_RETURN_IF_ERROR(tpu_args_broadcast_shape(cx, args, n, shape, &rank));
   for (int k = 0; k < n; ++k) {
     out[k] = TPU_VAL_NONE;
     if (!tpu_arg_present(cx, args[k])) continue;

@@ -141,6 +141,21 @@ tpu_status_t tpu_lower_bmm(tpu_lower_ctx_t* cx) {
   return TPU_OK;
 }
 
+// addmm's and addbmm's dtype checks, in CPU's order and words: self, mat1
+// and mat2 (args 0-2) share one dtype, which goes to *t.
+static tpu_status_t same_mat_dtypes(tpu_lower_ctx_t* cx, const char* op, tpu_dtype_t* t) {
+  tpu_dtype_t ts = tpu_arg_value_dtype(cx, 0), t1 = tpu_arg_value_dtype(cx, 1),
+              t2 = tpu_arg_value_dtype(cx, 2);
+  if (t1 != t2)
+    return tpu_invalid("mat1 and mat2 must have the same dtype, but got %s and %s",
+                       tpu_dtype_torch_name(t1), tpu_dtype_torch_name(t2));
+  if (ts != t2)
+    return tpu_invalid("self and mat2 must have the same dtype, but got %s and %s",
+                       tpu_dtype_torch_name(ts), tpu_dtype_torch_name(t2));
+  *t = t2;
+  return not_for_bool(t2, op);
+}
+
 // addmm(self, mat1, mat2, *, beta=1, alpha=1)
 tpu_status_t tpu_lower_addmm(tpu_lower_ctx_t* cx) {
   for (int i = 1; i <= 2; ++i)
@@ -150,17 +165,10 @@ tpu_status_t tpu_lower_addmm(tpu_lower_ctx_t* cx) {
   if (a[1] != b[0])
     return tpu_invalid("mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
                        (long long)a[0], (long long)a[1], (long long)b[0], (long long)b[1]);
-  tpu_dtype_t ts = tpu_arg_value_dtype(cx, 0), t1 = tpu_arg_value_dtype(cx, 1),
-              t2 = tpu_arg_value_dtype(cx, 2);
-  if (t1 != t2)
-    return tpu_invalid("mat1 and mat2 must have the same dtype, but got %s and %s",
-                       tpu_dtype_torch_name(t1), tpu_dtype_torch_name(t2));
-  if (ts != t2)
-    return tpu_invalid("self and mat2 must have the same dtype, but got %s and %s",
-                       tpu_dtype_torch_name(ts), tpu_dtype_torch_name(t2));
-  TPU_RETURN_IF_ERROR(not_for_bool(t2, "addmm_impl_cpu_"));
-  tpu_val_t p = contract(cx, tpu_lower_tensor(cx, 1), tpu_lower_tensor(cx, 2), 0, 1, 0, t2);
-  return add_scaled(cx, p, t2);
+  tpu_dtype_t t;
+  TPU_RETURN_IF_ERROR(same_mat_dtypes(cx, "addmm_impl_cpu_", &t));
+  tpu_val_t p = contract(cx, tpu_lower_tensor(cx, 1), tpu_lower_tensor(cx, 2), 0, 1, 0, t);
+  return add_scaled(cx, p, t);
 }
 
 // baddbmm(self, batch1, batch2, *, beta=1, alpha=1)
@@ -192,15 +200,8 @@ tpu_status_t tpu_lower_addbmm(tpu_lower_ctx_t* cx) {
   if (a[2] != b[1])
     return tpu_invalid("Incompatible matrix sizes for bmm (%lldx%lld and %lldx%lld)",
                        (long long)a[1], (long long)a[2], (long long)b[1], (long long)b[2]);
-  tpu_dtype_t ts = tpu_arg_value_dtype(cx, 0), t1 = tpu_arg_value_dtype(cx, 1),
-              t2 = tpu_arg_value_dtype(cx, 2);
-  if (t1 != t2)
-    return tpu_invalid("mat1 and mat2 must have the same dtype, but got %s and %s",
-                       tpu_dtype_torch_name(t1), tpu_dtype_torch_name(t2));
-  if (ts != t2)
-    return tpu_invalid("self and mat2 must have the same dtype, but got %s and %s",
-                       tpu_dtype_torch_name(ts), tpu_dtype_torch_name(t2));
-  TPU_RETURN_IF_ERROR(not_for_bool(t1, "addbmm"));
+  tpu_dtype_t t;
+  TPU_RETURN_IF_ERROR(same_mat_dtypes(cx, "addbmm", &t));
   tpu_dot_dims_t dn;
   memset(&dn, 0, sizeof dn);
   dn.n_contract = 2;
@@ -209,8 +210,8 @@ tpu_status_t tpu_lower_addbmm(tpu_lower_ctx_t* cx) {
   dn.rhs_contract[0] = 0;
   dn.rhs_contract[1] = 1;
   tpu_val_t p = tpu_ir_dot(cx->g, tpu_lower_tensor(cx, 1), tpu_lower_tensor(cx, 2), &dn,
-                           tpu_opmath(t1));
-  return add_scaled(cx, p, t1);
+                           tpu_opmath(t));
+  return add_scaled(cx, p, t);
 }
 
 // The checks of addmv(self, mat, vec); mv passes its result's dtype (vec's)
