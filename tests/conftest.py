@@ -104,6 +104,22 @@ def check_grad(fn, *inputs, allow=(), atol=None, rtol=None):
     assert_same(expected, actual, atol, rtol)
 
 
+def check_ops(ops, *args, tolerance=lambda dtype: (None, None)):
+    """Each op (name -> fn) on CPU and on tpu copies of args, no CPU
+    fallback; results compared by name, within tolerance(dtype of the first
+    result) -> (atol, rtol)."""
+    expected = {name: fn(*args) for name, fn in ops.items()}
+    tpu_args = [to_tpu(a) for a in args]
+    with NoFallback():
+        actual = {name: fn(*tpu_args) for name, fn in ops.items()}
+    for name, e in expected.items():
+        first = e[0] if isinstance(e, (list, tuple)) else e
+        try:
+            assert_same(e, actual[name], *tolerance(first.dtype))
+        except AssertionError as err:
+            raise AssertionError(f"{name}: {err}") from None
+
+
 def check_error(fn, *inputs, **kwargs):
     """fn must raise on tpu the same exception type (and message) as on CPU."""
     with pytest.raises(Exception) as cpu_err:

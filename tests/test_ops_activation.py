@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import torchtpu
-from conftest import NoFallback, assert_same, check, check_error, to_tpu
+from conftest import check, check_error, check_ops
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 aten = torch.ops.aten
@@ -45,21 +45,6 @@ def tols(dtype):
     return ATOL, RTOL[dtype]
 
 
-def check_ops(ops, *args, exact=False):
-    """Each op (name -> fn) on CPU and on tpu copies; compared by name, no
-    CPU fallback allowed."""
-    expected = {name: fn(*args) for name, fn in ops.items()}
-    tpu_args = [to_tpu(a) for a in args]
-    with NoFallback():
-        actual = {name: fn(*tpu_args) for name, fn in ops.items()}
-    for name in ops:
-        e = expected[name]
-        atol, rtol = (None, None) if exact else tols((e[0] if isinstance(e, list) else e).dtype)
-        try:
-            assert_same(e, actual[name], atol, rtol)
-        except AssertionError as err:
-            raise AssertionError(f"{name}: {err}") from None
-
 FORWARD = {
     "relu": F.relu, "relu6": F.relu6, "threshold": lambda x: F.threshold(x, 0.3, -2.5),
     "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
@@ -77,14 +62,15 @@ FORWARD = {
 
 @pytest.mark.parametrize("dtype", FLOATS + [torch.float64], ids=str)
 def test_forward(dtype):
-    check_ops(FORWARD, inputs(dtype))
+    check_ops(FORWARD, inputs(dtype), tolerance=tols)
 
 
 def test_forward_infinities():
     # gelu(±inf) differs on CPU between its vector and scalar loops, so
     # infinities are checked on the others only.
     x = torch.tensor([math.inf, -math.inf, 1e30, -1e30, 90.0, -90.0])
-    check_ops({k: v for k, v in FORWARD.items() if not k.startswith(("gelu", "glu"))}, x)
+    check_ops({k: v for k, v in FORWARD.items() if not k.startswith(("gelu", "glu"))}, x,
+              tolerance=tols)
 
 
 # The backward ATen ops, called directly with various parameters.
@@ -115,7 +101,7 @@ def test_backward_ops(dtype):
     g = inputs(dtype, seed=1, special=False)[: x.numel()]
     g = torch.cat([g, torch.randn(x.numel() - g.numel()).to(dtype)]) if g.numel() < x.numel() else g
     y = torch.rand(x.numel(), generator=torch.Generator().manual_seed(2)).to(dtype)  # a sigmoid output
-    check_ops(BACKWARD_OPS, g, x, y)
+    check_ops(BACKWARD_OPS, g, x, y, tolerance=tols)
 
 
 # Autograd through torch.nn.functional: which backward op runs is PyTorch's
@@ -207,7 +193,7 @@ def test_integer_inputs():
                "relu6": lambda i, u: F.relu6(i), "threshold": lambda i, u: F.threshold(i, 1.5, 7.5),
                "hardtanh": lambda i, u: F.hardtanh(i, -2.5, 2.5),
                "threshold_backward": lambda i, u: aten.threshold_backward(i, i, 0),
-               "relu_i8": lambda i, u: F.relu(i.to(torch.int8))}, i, u)
+               "relu_i8": lambda i, u: F.relu(i.to(torch.int8))}, i, u, tolerance=tols)
 
 
 def test_parameters_do_not_recompile():

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import TPU, NoFallback, assert_same, check, check_error, to_tpu
+from conftest import TPU, NoFallback, assert_same, check, check_error, check_ops, to_tpu
 
 aten = torch.ops.aten
 FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
@@ -23,27 +23,15 @@ def tols(dtype):
     return (1e-5, RTOL[dtype]) if dtype in RTOL else (None, None)
 
 
+def exact(dtype):
+    return 0, 0
+
+
 def values(dtype, n=40, seed=0, scale=3.0):
     """Special values (signed zeros, infinities, NaN, ±1) and random ones."""
     g = torch.Generator().manual_seed(seed)
     sp = [0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, math.nan, 0.5, -0.5]
     return torch.cat([torch.tensor(sp), torch.randn(n, generator=g) * scale]).to(dtype)
-
-
-def check_ops(ops, *args, exact=False):
-    """Each op (name -> fn) on CPU and on tpu copies, no CPU fallback."""
-    expected = {name: fn(*args) for name, fn in ops.items()}
-    tpu_args = [to_tpu(a) for a in args]
-    with NoFallback():
-        actual = {name: fn(*tpu_args) for name, fn in ops.items()}
-    for name in ops:
-        e = expected[name]
-        first = e[0] if isinstance(e, (list, tuple)) else e
-        atol, rtol = (0, 0) if exact else tols(first.dtype)
-        try:
-            assert_same(e, actual[name], atol, rtol)
-        except AssertionError as err:
-            raise AssertionError(f"{name}: {err}") from None
 
 
 #===--- binary math ---===#
@@ -61,7 +49,7 @@ BINARY = {
 def test_binary(dtype):
     a = values(dtype)
     b = values(dtype, seed=1).flip(0)  # special values meet each other
-    check_ops(BINARY, a, b)
+    check_ops(BINARY, a, b, tolerance=tols)
 
 
 def test_binary_forms():
@@ -73,7 +61,7 @@ def test_binary_forms():
         "heaviside_bcast": lambda a, b: torch.heaviside(a.view(7, 7), b[:7]),
         "xlog1py_self_scalar": lambda a, b: torch.special.xlog1py(0.5, b),
     }
-    check_ops(ops, a, b)
+    check_ops(ops, a, b, tolerance=tols)
 
 
 def test_integer_and_complex():
@@ -114,7 +102,7 @@ def test_frexp(dtype):
                    torch.tensor([1e-40, -3e-42, 1e-30, 6e-8, 1e4]).to(dtype)])
     if dtype == torch.float64:
         x = torch.cat([x, torch.tensor([1e-310, -5e-324, 1e300], dtype=dtype)])
-    check_ops({"frexp": lambda x: list(torch.frexp(x))}, x, exact=True)
+    check_ops({"frexp": lambda x: list(torch.frexp(x))}, x, tolerance=exact)
 
 
 def test_frexp_out_and_errors():
@@ -164,7 +152,7 @@ def test_shrink(dtype):
     }
     ops = {k: (v if k not in ("hardshrink", "softshrink") else (lambda f: lambda x, g: f(x))(v))
            for k, v in ops.items()}
-    check_ops(ops, x, g)
+    check_ops(ops, x, g, tolerance=tols)
 
 
 def test_shrink_forms_and_errors():
@@ -190,7 +178,7 @@ def test_shrink_forms_and_errors():
 def test_prelu(dtype):
     x = torch.randn(2, 3, 4).to(dtype)
     w = torch.randn(3).to(dtype)
-    check_ops({"prelu": F.prelu, "prelu1": lambda x, w: F.prelu(x, w[:1])}, x, w)
+    check_ops({"prelu": F.prelu, "prelu1": lambda x, w: F.prelu(x, w[:1])}, x, w, tolerance=tols)
 
 
 def test_prelu_grad_and_errors():
@@ -269,7 +257,7 @@ def test_cross(dtype):
                                                             out=torch.empty(0, dtype=a.dtype,
                                                                       device=a.device)),
     }
-    check_ops(ops, a, b)
+    check_ops(ops, a, b, tolerance=tols)
 
 
 def test_cross_errors_and_grad():
@@ -322,7 +310,7 @@ def test_cummax_cummin(dtype):
             x, 1, out=(torch.empty(0, dtype=x.dtype, device=x.device),
                        torch.empty(0, dtype=torch.long, device=x.device)))),
     }
-    check_ops(ops, x, exact=True)
+    check_ops(ops, x, tolerance=exact)
 
 
 def test_cummax_grad():
@@ -373,12 +361,12 @@ def test_bessel(dtype):
         for name, f in BESSEL.items():
             check(f, x, atol=1e-5, rtol=4e-3)
     else:
-        check_ops(BESSEL, x)
+        check_ops(BESSEL, x, tolerance=tols)
 
 
 def test_bessel_forms():
     x = torch.randint(-30, 30, (20,))
-    check_ops(BESSEL, x)  # integers become float
+    check_ops(BESSEL, x, tolerance=tols)  # integers become float
     y = values(torch.float32)
     check(lambda y: torch.special.i1(y, out=torch.empty_like(y)), y)
     check(lambda y: y.clone().i0_(), y)
