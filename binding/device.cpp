@@ -9,6 +9,7 @@
 #include <c10/core/GeneratorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
+#include <torch/library.h>
 
 #include <cstring>
 #include <deque>
@@ -199,6 +200,13 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
+
+// Tensor.record_stream(s), a caching allocator's hint not to reuse memory
+// before s's queued work is done: with one in-order stream per device, and
+// buffers that outlive the executions reading them, there is nothing to do.
+void record_stream(at::Tensor&, c10::Stream) {}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("record_stream", TORCH_FN(record_stream)); }
 
 //===--- generator ---===//
 

@@ -75,6 +75,20 @@ def test_streams_and_events():
     assert y.sum().item() == 400
 
 
+def test_record_stream():
+    # Code written for CUDA marks a tensor used on a side stream before
+    # freeing it; on tpu's one in-order stream there is nothing to record,
+    # and the work queued on it still reads the tensor's values.
+    side = torch.tpu.Stream()
+    x = torch.arange(1000.0, device="tpu")
+    with torch.tpu.stream(side):
+        y = x * 2
+    x.record_stream(side)
+    del x
+    torch.tpu.current_stream().wait_stream(side)
+    assert y.sum().item() == 999000.0
+
+
 def test_memory_stats():
     torch.tpu.synchronize()
     before = torch.tpu.memory_allocated()
