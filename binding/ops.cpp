@@ -55,7 +55,7 @@ struct Args {
   std::deque<std::unique_ptr<bool[]>> bool_lists;
   std::deque<std::vector<tpu_scalar_t>> scalar_lists;
   std::deque<std::string> strings;
-  std::deque<at::Tensor> resolved;  // inputs materialized from conj / neg views
+  std::deque<at::Tensor> resolved;  // inputs materialized from conj / neg views, CPU scalars moved over
   std::vector<size_t> generators;  // indices of RNG args to fill in
   c10::DeviceIndex device = -1;    // of the first tpu tensor or Device arg
 
@@ -135,10 +135,20 @@ tpu_arg_t convert(Args& a, const c10::Argument& arg, const c10::IValue& v) {
   }
   if (v.isTensorList()) {
     auto list = v.toTensorList();
+    c10::DeviceIndex device = a.device;
+    for (size_t i = 0; i < list.size() && device < 0; ++i)
+      if (list.get(i).is_privateuseone()) device = list.get(i).device().index();
     a.view_lists.emplace_back();
     for (size_t i = 0; i < list.size(); ++i) {
       at::Tensor t = list[i];
-      TORCH_CHECK(t.is_privateuseone(), "expected tpu tensors in the list, got ", t.device());
+      if (!t.is_privateuseone()) {
+        // A CPU scalar in a list (an optimizer's tensor learning rate in
+        // _foreach_mul) is what the element's op would take; it joins the
+        // device's work as a 0-dim tensor, promoting as one.
+        if (t.dim() != 0 || !t.is_cpu() || device < 0) mixed_devices(t);
+        a.resolved.push_back(t.to(c10::Device(c10::DeviceType::PrivateUse1, device)));
+        t = a.resolved.back();
+      }
       a.view_lists.back().push_back(a.view(t));
     }
     r.kind = TPU_ARG_TENSORS;

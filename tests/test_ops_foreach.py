@@ -138,6 +138,23 @@ def test_mixed_dtypes_and_promotion():
     run(inplace(torch._foreach_mul_), [torch.randn(3).bfloat16(), torch.randn(2)], [torch.randn(3), torch.randn(2)])
 
 
+def test_cpu_scalars_in_a_list():
+    # An optimizer's tensor learning rate puts 0-dim CPU tensors in a list
+    # (Adagrad: _foreach_mul(grads, [-lr / ...])); each promotes as its
+    # element op's 0-dim operand, as in CUDA's per-element path.
+    xs = [torch.randn(3), torch.randn(2, 2).bfloat16(), torch.randint(-3, 4, (4,))]
+    scalars = [torch.tensor(0.5), torch.tensor(2), torch.tensor(1.5, dtype=torch.float64)]
+    with NoFallback():
+        assert_same(torch._foreach_mul(xs, scalars), torch._foreach_mul(to_tpu(xs), scalars))
+        ys = [torch.randn(3), torch.randn(2)]
+        tpu_ys = to_tpu(ys)
+        torch._foreach_add_(ys, scalars[:2])
+        torch._foreach_add_(tpu_ys, scalars[:2])
+        assert_same(ys, tpu_ys)
+    with pytest.raises(RuntimeError, match="same device"):
+        torch._foreach_mul(to_tpu(xs), [torch.ones(3), torch.ones(2, 2), torch.ones(4)])
+
+
 def test_integer_lists():
     a, b = ints(seed=1), ints(lo=1, hi=5, seed=2)
     for op in ["add", "sub", "mul", "div", "maximum", "minimum", "clamp_min", "clamp_max"]:

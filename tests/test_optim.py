@@ -5,6 +5,9 @@ The model's forward and backward may still use CPU fallbacks of other op
 families; the optimizer step itself (foreach and fused paths) must not."""
 import copy
 import math
+import sys
+import types
+import unittest
 
 import pytest
 import torch
@@ -35,11 +38,12 @@ def strict():
         yield
 
 
-def mlp(layers=2):
+def mlp(layers=2, bias=True):
     torch.manual_seed(0)
     mods = []
     for i in range(layers):
-        mods += [torch.nn.Linear(4 if i == 0 else 8, 8 if i < layers - 1 else 3), torch.nn.Tanh()]
+        mods += [torch.nn.Linear(4 if i == 0 else 8, 8 if i < layers - 1 else 3, bias=bias),
+                 torch.nn.Tanh()]
     return torch.nn.Sequential(*mods[:-1])
 
 
@@ -60,17 +64,24 @@ class Step:
         return False
 
 
-def train(device, make_opt, model, steps=STEPS, scaler=None, inf_at=(), clip=None):
+def train(device, make_opt, model, steps=STEPS, scaler=None, inf_at=(), clip=None,
+          closure=False):
     """Trains a copy of `model` on `device`; returns the parameters after each
-    step, the scales, and what each optimizer step ran."""
+    step, the scales, and what each optimizer step ran. With `closure`, the
+    step gets one that recomputes the loss (LBFGS calls it several times)."""
     m = copy.deepcopy(model).to(device)
     opt = make_opt(m.parameters())
     x = X.to(device)
     params, scales, records = [], [], []
-    for k in range(steps):
+
+    def loss_and_grad():
         opt.zero_grad()
         loss = (m(x) ** 2).mean()
         (scaler.scale(loss) if scaler else loss).backward()
+        return loss
+
+    for k in range(steps):
+        loss_and_grad()
         if k in inf_at:
             with torch.no_grad():
                 next(m.parameters()).grad.view(-1)[1] = math.inf
@@ -84,7 +95,7 @@ def train(device, make_opt, model, steps=STEPS, scaler=None, inf_at=(), clip=Non
                 scaler.step(opt)
                 scaler.update()
             else:
-                opt.step()
+                opt.step(loss_and_grad) if closure else opt.step()
             torch.tpu.synchronize()
         records.append(rec)
         params.append([p.detach().cpu().clone() for p in m.parameters()])
@@ -273,6 +284,37 @@ def test_other_foreach_optimizers(name):
     tpu, _, records = train("tpu", lambda p: make(p, foreach=True, **tpu_kw), mlp(), steps=3)
     assert_params_close(cpu, tpu)
     assert_no_fallback(records, first_step_ok=STATE_INIT_FALLBACKS, ok=ok)
+
+
+def optimizer_configs():
+    """Every optimizer configuration of PyTorch's own optimizer tests (its
+    OptimizerInfo database: weight decay, maximize, amsgrad, tensor learning
+    rates, foreach on and off, ...)."""
+    if "expecttest" not in sys.modules:  # imported by the database, not installed
+        sys.modules["expecttest"] = types.ModuleType("expecttest")
+        sys.modules["expecttest"].TestCase = unittest.TestCase
+    from torch.testing._internal.common_optimizers import optim_db
+
+    sparse = pytest.mark.skip(reason="SparseAdam needs sparse gradients; tpu has no sparse "
+                                     "tensors yet (README)")
+    for info in optim_db:
+        for config in info.optim_inputs_func(device="cpu"):
+            yield pytest.param(info, config.kwargs,
+                               id=f"{info.optim_cls.__name__}-{config.desc}",
+                               marks=[sparse] if info.optim_cls is O.SparseAdam else [])
+
+
+@pytest.mark.parametrize("info, kwargs", optimizer_configs())
+def test_optimizer_database(info, kwargs):
+    def make(params):
+        return info.optim_cls(params, **kwargs)
+
+    closure = info.step_requires_closure
+    model = mlp(bias=info.optim_cls is not O.Muon)  # Muon takes matrices only
+    cpu, _, _ = train("cpu", make, model, steps=3, closure=closure)
+    tpu, _, records = train("tpu", make, model, steps=3, closure=closure)
+    assert_params_close(cpu, tpu, atol=1e-4)
+    assert_no_fallback(records)
 
 
 def test_zero_grad_keeps_tensors():
