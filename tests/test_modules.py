@@ -19,13 +19,7 @@ if "expecttest" not in sys.modules:
 from torch.testing._internal.common_modules import module_db  # noqa: E402
 
 # Counted CPU fallbacks (not lowered yet; README, "What does not work yet").
-FALLBACK = {
-    "nn.CTCLoss": {"aten::_ctc_loss", "aten::_ctc_loss_backward"},
-    "nn.FractionalMaxPool2d": {"aten::fractional_max_pool2d.output",
-                               "aten::fractional_max_pool2d_backward.grad_input"},
-    "nn.FractionalMaxPool3d": {"aten::fractional_max_pool3d.output",
-                               "aten::fractional_max_pool3d_backward"},
-}
+FALLBACK = {"nn.CTCLoss": {"aten::_ctc_loss", "aten::_ctc_loss_backward"}}
 # Outputs drawn from the device's random numbers: shapes and gradients'
 # presence are compared, not values.
 RANDOM = {"nn.Dropout", "nn.Dropout1d", "nn.Dropout2d", "nn.Dropout3d", "nn.AlphaDropout",

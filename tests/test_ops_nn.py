@@ -223,6 +223,64 @@ def test_pool_errors():
     check_error(lambda x: A.adaptive_max_pool3d(x, [3, 3, 3]), f(5, 5))
 
 
+#===--- fractional max pooling ---===#
+
+FRACTIONAL = [  # (input shape, kernel size, output size)
+    ((2, 3, 9, 11), (2, 3), (4, 5)),
+    ((3, 10, 7), (3, 2), (5, 6)),
+    ((1, 2, 50, 37), (3, 3), (17, 12)),
+    ((2, 3, 9, 11), (2, 3), (1, 1)),
+    ((2, 2, 7, 8, 9), (2, 3, 2), (3, 4, 5)),
+    ((2, 6, 6, 6), (2, 2, 2), (3, 3, 3)),
+]
+
+
+def fractional(k, out):
+    fn = F.fractional_max_pool2d if len(k) == 2 else F.fractional_max_pool3d
+    return lambda x, u: fn(x, k, output_size=out, _random_samples=u, return_indices=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.float64], ids=str)
+@pytest.mark.parametrize("shape, k, out", FRACTIONAL)
+def test_fractional_max_pool(shape, k, out, dtype):
+    # The windows come from the samples, computed in the input's precision
+    # as CPU computes them: the same samples pick the same windows, and
+    # values and indices match exactly (NaNs included: the last one wins).
+    x = rand(*shape, dtype=dtype)
+    x.view(-1)[::13] = float("nan")
+    n = len(k)
+    batch = shape[0] if len(shape) == n + 2 else 1
+    u = torch.rand(batch + 1, shape[-n - 1], n).to(dtype)  # extra samples are ignored
+    check(fractional(k, out), x, u, atol=0, rtol=0)
+    tol = TOL.get(dtype, {})
+    check_grad(lambda x, u: fractional(k, out)(x, u)[0], rand(*shape, dtype=dtype, grad=True), u,
+               **tol)
+
+
+def test_fractional_max_pool_errors():
+    x, u = rand(2, 3, 8, 8), torch.rand(2, 3, 2)
+    pool = F.fractional_max_pool2d
+    bad = [
+        lambda x, u: pool(x, 5, output_size=5, _random_samples=u),  # window too large
+        lambda x, u: pool(x, 2, output_size=4, _random_samples=u.double()),
+        lambda x, u: pool(x, 2, output_size=4, _random_samples=u[:1]),  # fewer than the batch
+        lambda x, u: pool(x, 2, output_size=4, _random_samples=u[:, :2]),
+        lambda x, u: pool(x, 2, output_size=4, _random_samples=u[:, :, :1]),
+        lambda x, u: pool(x, 2, output_size=4, _random_samples=u[:, :, 0]),
+        lambda x, u: pool(x[0, 0], 2, output_size=4, _random_samples=u),
+        lambda x, u: pool(x[:, :0], 2, output_size=4, _random_samples=u[:, :0]),
+        lambda x, u: pool(x.long(), 2, output_size=4, _random_samples=u.long()),
+        lambda x, u: F.fractional_max_pool3d(x[None], 3, output_size=(2, 7, 3),
+                                             _random_samples=torch.cat([u[:1, :2], u[:1, :2, :1]], 2)),
+    ]
+    for fn in bad:
+        tpu_err, cpu_err = check_error(fn, x, u)
+        assert str(tpu_err) == str(cpu_err).split("\n")[0]
+    # Empty outputs and empty windows, as CPU allows them.
+    check(lambda x, u: pool(x, 2, output_size=(0, 4), _random_samples=u, return_indices=True), x, u)
+    check(lambda x, u: pool(x, (0, 2), output_size=3, _random_samples=u, return_indices=True), x, u)
+
+
 #===--- normalization ---===#
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)

@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lower/lower.h"
+#include "lower/pool.h"
 
 static const char* const count_names[4] = {"", "one", "two", "three"};
 
@@ -25,8 +25,7 @@ typedef struct pool {
   int64_t in[3], out[3], k[3], s[3], p[3], d[3];
 } pool_t;
 
-// The lowest value of a dtype (max pooling's padding and initial value).
-static tpu_val_t lowest(tpu_graph_t* g, tpu_dtype_t t) {
+tpu_val_t tpu_pool_lowest(tpu_graph_t* g, tpu_dtype_t t) {
   switch (t) {
     case TPU_F16: return tpu_ir_const_bits(g, t, 0xFC00, NULL, 0);
     case TPU_BF16: return tpu_ir_const_bits(g, t, 0xFF80, NULL, 0);
@@ -241,7 +240,7 @@ static void max_windows(tpu_lower_ctx_t* cx, int x, int lead, int n, const int64
                         const wtable_t* tb) {
   tpu_graph_t* g = cx->g;
   tpu_dtype_t t = tpu_arg_value_dtype(cx, x);
-  tpu_val_t vals = gather_windows(g, tpu_lower_tensor(cx, x), lead, n, tb, lowest(g, t));
+  tpu_val_t vals = gather_windows(g, tpu_lower_tensor(cx, x), lead, n, tb, tpu_pool_lowest(g, t));
   // The flat index of every input position, padding the largest.
   int64_t stride = 1;
   tpu_val_t flat = tpu_ir_const_i(g, TPU_I64, 0, in, n);
@@ -259,14 +258,27 @@ static void max_windows(tpu_lower_ctx_t* cx, int x, int lead, int n, const int64
   int64_t bd[TPU_MAX_RANK];
   for (int i = 0; i <= n; ++i) bd[i] = lead + i;
   idx = tpu_ir_broadcast(g, idx, vt->dims, vt->rank, bd);
-  // CPU takes the last NaN of a window, the reduction the lowest index:
-  // NaNs carry their index mirrored, and the winner's is mirrored back.
+  tpu_val_t v, i;
+  tpu_pool_argmax(g, vals, idx, &v, &i);
+  tpu_lower_out(cx, 0, v);
+  tpu_lower_out(cx, 1, i);
+}
+
+void tpu_pool_argmax(tpu_graph_t* g, tpu_val_t vals, tpu_val_t idx, tpu_val_t* out_vals,
+                     tpu_val_t* out_idx) {
+  *out_vals = *out_idx = TPU_VAL_NONE;
+  if (!tpu_graph_ok(g)) return;
+  const tpu_type_t* vt = tpu_ir_type(g, vals);
+  tpu_dtype_t t = vt->dtype;
+  tpu_val_t big = tpu_ir_const_i(g, TPU_I64, INT64_MAX, NULL, 0);
+  // The reduction takes the lowest index: NaNs carry their index mirrored,
+  // and the winner's is mirrored back.
   bool is_float = tpu_dtype_is_float(t);
   tpu_val_t mirror = tpu_ir_const_i(g, TPU_I64, INT64_MAX - 1, vt->dims, vt->rank);
   if (is_float)
     idx = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_NE, vals, vals),
                         tpu_ir_binary(g, TPU_IR_SUB, mirror, idx), idx);
-  tpu_val_t r = tpu_ir_reduce_arg(g, vals, idx, lowest(g, t), big, vt->rank - 1,
+  tpu_val_t r = tpu_ir_reduce_arg(g, vals, idx, tpu_pool_lowest(g, t), big, vt->rank - 1,
                                   TPU_BODY_ARGMAX);
   tpu_val_t v = tpu_ir_result(g, r, 0), i = tpu_ir_result(g, r, 1);
   if (is_float && tpu_graph_ok(g)) {
@@ -274,8 +286,8 @@ static void max_windows(tpu_lower_ctx_t* cx, int x, int lead, int n, const int64
     tpu_val_t m = tpu_ir_const_i(g, TPU_I64, INT64_MAX - 1, rt->dims, rt->rank);
     i = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_NE, v, v), tpu_ir_binary(g, TPU_IR_SUB, m, i), i);
   }
-  tpu_lower_out(cx, 0, v);
-  tpu_lower_out(cx, 1, i);
+  *out_vals = v;
+  *out_idx = i;
 }
 
 static tpu_status_t check_pool_dtype(tpu_dtype_t t, const char* name, bool integers) {
@@ -301,9 +313,7 @@ static tpu_status_t max_pool(tpu_lower_ctx_t* cx, int n, const char* name) {
 tpu_status_t tpu_lower_max_pool2d(tpu_lower_ctx_t* cx) { return max_pool(cx, 2, "max_pool2d"); }
 tpu_status_t tpu_lower_max_pool3d(tpu_lower_ctx_t* cx) { return max_pool(cx, 3, "max_pool3d"); }
 
-// The gradient of a max pool: grad_output scatter-added into zeros shaped
-// like self at the saved flat indices.
-static tpu_status_t scatter_grad(tpu_lower_ctx_t* cx, int dy_arg, int x_arg, int idx_arg, int n) {
+tpu_status_t tpu_pool_scatter_grad(tpu_lower_ctx_t* cx, int dy_arg, int x_arg, int idx_arg, int n) {
   tpu_graph_t* g = cx->g;
   int rank = tpu_arg_rank(cx, x_arg), lead = rank - n;
   const int64_t *xs = tpu_arg_sizes(cx, x_arg), *ds = tpu_arg_sizes(cx, dy_arg);
@@ -331,10 +341,10 @@ static tpu_status_t scatter_grad(tpu_lower_ctx_t* cx, int dy_arg, int x_arg, int
 // max_pool{2,3}d_with_indices_backward(grad_output, self, kernel_size,
 //     stride, padding, dilation, ceil_mode, indices)
 tpu_status_t tpu_lower_max_pool2d_backward(tpu_lower_ctx_t* cx) {
-  return scatter_grad(cx, 0, 1, 7, 2);
+  return tpu_pool_scatter_grad(cx, 0, 1, 7, 2);
 }
 tpu_status_t tpu_lower_max_pool3d_backward(tpu_lower_ctx_t* cx) {
-  return scatter_grad(cx, 0, 1, 7, 3);
+  return tpu_pool_scatter_grad(cx, 0, 1, 7, 3);
 }
 
 // The divisor of each output of an average pool, [out...] in dtype `t`.
@@ -641,8 +651,8 @@ tpu_status_t tpu_lower_adaptive_max_pool3d(tpu_lower_ctx_t* cx) {
 
 // adaptive_max_pool{2,3}d_backward(grad_output, self, indices)
 tpu_status_t tpu_lower_adaptive_max_pool2d_backward(tpu_lower_ctx_t* cx) {
-  return scatter_grad(cx, 0, 1, 2, 2);
+  return tpu_pool_scatter_grad(cx, 0, 1, 2, 2);
 }
 tpu_status_t tpu_lower_adaptive_max_pool3d_backward(tpu_lower_ctx_t* cx) {
-  return scatter_grad(cx, 0, 1, 2, 3);
+  return tpu_pool_scatter_grad(cx, 0, 1, 2, 3);
 }
