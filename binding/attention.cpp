@@ -15,6 +15,8 @@
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
+#include <ATen/ops/_native_multi_head_attention_native.h>
+#include <ATen/ops/_transformer_encoder_layer_fwd_native.h>
 #include <torch/library.h>
 
 #include <optional>
@@ -88,6 +90,18 @@ sdpa_overrideable(const at::Tensor& query, const at::Tensor& key, const at::Tens
           c10::SymInt(key.size(2)), at::Tensor(), at::Tensor(), at::Tensor()};
 }
 
+// tpu has no nested tensors. nn.TransformerEncoder asks for one in eval
+// mode without grad when given a src_key_padding_mask (its fast path packs
+// the unpadded tokens); the CPU fallback would build a CPU nested tensor
+// that cannot come back. Say what to do instead.
+at::Tensor nested_tensor_from_mask(const at::Tensor&, const at::Tensor&, bool) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, "tpu has no nested tensors, which nn.TransformerEncoder's fast path uses for a "
+             "src_key_padding_mask in eval mode: construct the encoder with "
+             "enable_nested_tensor=False (the result is the same but for the padded positions, "
+             "which the fast path sets to 0)");
+}
+
 }  // namespace
 }  // namespace torchtpu
 
@@ -99,4 +113,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_sdp_choice", TORCH_FN(torchtpu::fused_sdp_choice));
   m.impl("_scaled_dot_product_fused_attention_overrideable",
          TORCH_FN(torchtpu::sdpa_overrideable));
+  m.impl("_nested_tensor_from_mask", TORCH_FN(torchtpu::nested_tensor_from_mask));
+  m.impl("_native_multi_head_attention", TORCH_FN(at::native::native_multi_head_attention_cpu));
+  m.impl("_transformer_encoder_layer_fwd", TORCH_FN(at::native::transformer_encoder_layer_forward));
 }

@@ -1,6 +1,8 @@
 """Attention and the ops the model zoo needed, against CPU: the fused
 scaled dot-product attention (forward and backward, masks, causal, GQA,
 scale), the math path's _safe_softmax, weight norm, isin."""
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -166,6 +168,97 @@ def test_safe_softmax_edge_cases():
     check(lambda x: A._safe_softmax(x, 0, torch.float64), torch.randint(0, 5, (4,)))
     check_error(lambda x: A._safe_softmax(x, 0), torch.randint(0, 5, (4,)))
     check_error(lambda x: A._safe_softmax(x, 2), torch.randn(3, 4))
+
+
+#===--- PyTorch's fast transformer path (eval mode, no grad) ---===#
+# nn.MultiheadAttention and nn.TransformerEncoderLayer call fused inference
+# ops on every device PyTorch lists (tpu among them): PyTorch's own
+# implementations of _native_multi_head_attention and
+# _transformer_encoder_layer_fwd, over _transform_bias_rescale_qkv,
+# _masked_softmax and _addmm_activation, which lower natively.
+
+def fast_path(fn, module, *inputs, **tol):
+    """fn(module, *inputs) under no_grad in eval mode, on CPU and on a tpu
+    copy: same results, no CPU fallback."""
+    module = module.eval()
+    tpu_module = copy.deepcopy(module).to(TPU)
+    with torch.no_grad():
+        expected = fn(module, *inputs)
+        with NoFallback():
+            actual = fn(tpu_module, *to_tpu(list(inputs)))
+    assert_same(expected, actual, **tol)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_multihead_attention_fast_path(dtype):
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(16, 4, batch_first=True).to(dtype)
+    x = rand(3, 5, 16, dtype=dtype)
+    pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] * 4 + [True]])
+    causal = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)
+    tol = dict(TOL[dtype], atol=max(TOL[dtype]["atol"], 1e-4))
+    fast_path(lambda m, x: m(x, x, x), mha, x, **tol)  # averaged weights
+    fast_path(lambda m, x: m(x, x, x, need_weights=False)[0], mha, x, **tol)
+    fast_path(lambda m, x: m(x, x, x, average_attn_weights=False), mha, x, **tol)
+    fast_path(lambda m, x, p: m(x, x, x, key_padding_mask=p), mha, x, pad, **tol)
+    fast_path(lambda m, x, c: m(x, x, x, attn_mask=c), mha, x, causal, **tol)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_transformer_encoder_fast_path(norm_first, activation):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, activation=activation,
+                                             batch_first=True, norm_first=norm_first)
+    x = rand(3, 5, 16)
+    pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] * 4 + [True]])
+    tol = dict(atol=1e-5, rtol=1e-5)
+    fast_path(lambda m, x: m(x), layer, x, **tol)
+    fast_path(lambda m, x, p: m(x, src_key_padding_mask=p), layer, x, pad, **tol)
+    encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    fast_path(lambda m, x, p: m(x, src_key_padding_mask=p), encoder, x, pad, **tol)
+
+
+def test_transformer_encoder_nested_path_says_what_to_do():
+    # With a padding mask in eval mode the encoder packs the unpadded tokens
+    # into a nested tensor, which tpu does not have.
+    layer = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, 2).eval().to(TPU)
+    pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2]).to(TPU)
+    with torch.no_grad(), pytest.raises(NotImplementedError, match="enable_nested_tensor=False"):
+        encoder(torch.randn(2, 5, 16, device=TPU), src_key_padding_mask=pad)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_masked_softmax(dtype):
+    x = rand(2, 3, 4, 4, dtype=dtype)
+    full = torch.rand(2, 3, 4, 4) > 0.5
+    full[0, 0, 0] = True  # a fully masked row: NaN, as on CPU
+    key = torch.rand(2, 4) > 0.5
+    src = torch.rand(4, 4) > 0.6
+    tol = TOL[dtype]
+    check(lambda x, m: A._masked_softmax(x, m), x, full, **tol)
+    check(lambda x, m: A._masked_softmax(x, m, 1, 2), x, full, **tol)
+    check(lambda x, m: A._masked_softmax(x, m, -1, 1), x, key, **tol)
+    check(lambda x, m: A._masked_softmax(x, m, -1, 0), x, src, **tol)
+    for bad in [(src, None), (src, 2), (key, 0), (src, 1), (full.int(), None)]:
+        check_error(lambda x, m: A._masked_softmax(x, m, -1, bad[1]), x, bad[0])
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_transform_bias_rescale_qkv(dtype):
+    qkv, bias = rand(2, 5, 3 * 12, dtype=dtype), rand(3 * 12, dtype=dtype)
+    check(lambda q, b: A._transform_bias_rescale_qkv(q, b, 3), qkv, bias, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("use_gelu", [False, True])
+def test_addmm_activation(dtype, use_gelu):
+    a, b, c = rand(4, 6, dtype=dtype), rand(6, 5, dtype=dtype), rand(5, dtype=dtype)
+    a[0, 0] = float("nan")
+    check(lambda c, a, b: A._addmm_activation(c, a, b, use_gelu=use_gelu), c, a, b, **TOL[dtype])
+    check(lambda c, a, b: A._addmm_activation(c, a, b, beta=0.5, alpha=2, use_gelu=use_gelu),
+          c, a, b, **TOL[dtype])
 
 
 #===--- weight norm ---===#

@@ -272,7 +272,110 @@ tpu_status_t tpu_lower_sdpa_backward(tpu_lower_ctx_t* cx) {
   return TPU_OK;
 }
 
-//===--- _safe_softmax ---===//
+//===--- _safe_softmax, _masked_softmax ---===//
+
+// Softmax of x (rank >= 1, in t) along dim; with `safe`, a slice that is all
+// -inf gives zeros instead of NaN.
+static tpu_val_t softmax_along(tpu_lower_ctx_t* cx, tpu_val_t x, int64_t dim, tpu_dtype_t t,
+                               bool safe) {
+  tpu_graph_t* g = cx->g;
+  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
+  const tpu_type_t* xt_type = tpu_ir_type(g, x);
+  int rank = xt_type->rank;
+  int64_t n = xt_type->dims[dim];
+  // Move `dim` last, reduce, move it back.
+  int64_t perm[TPU_MAX_RANK], inv[TPU_MAX_RANK];
+  int k = 0;
+  for (int i = 0; i < rank; ++i)
+    if (i != dim) perm[k++] = i;
+  perm[k] = dim;
+  for (int i = 0; i < rank; ++i) inv[perm[i]] = i;
+  tpu_val_t xt = tpu_ir_transpose(g, x, perm);
+  tpu_val_t m = reduce_last(cx, xt, t, TPU_BODY_MAX);
+  tpu_val_t e = tpu_ir_unary(g, TPU_IR_EXP, tpu_ir_binary(g, TPU_IR_SUB, xt, spread_last(cx, m, n)));
+  tpu_val_t sum = reduce_last(cx, e, t, TPU_BODY_ADD);
+  tpu_val_t r = tpu_ir_binary(g, TPU_IR_DIV, e, spread_last(cx, sum, n));
+  if (safe) {
+    tpu_val_t masked = tpu_ir_compare(g, TPU_CMP_EQ, m, tpu_lower_const_like(cx, m, -INFINITY));
+    r = tpu_ir_select(g, spread_last(cx, masked, n), tpu_lower_const_like(cx, r, 0.0), r);
+  }
+  return tpu_ir_transpose(g, r, inv);
+}
+
+// _masked_softmax(self, mask, dim?, mask_type?): softmax along dim (default
+// the last) with the positions where mask is true left out; a fully masked
+// slice is NaN, as on CPU. mask_type 0: an (L, L) mask for every batch and
+// head of a (B, H, L, L) input; 1: a (B, L) key padding mask; 2 or none:
+// the input's shape.
+tpu_status_t tpu_lower_masked_softmax(tpu_lower_ctx_t* cx) {
+  tpu_dtype_t in = tpu_arg_value_dtype(cx, 0);
+  if (tpu_arg_value_dtype(cx, 1) != TPU_BOOL) return invalid("Mask should be a Boolean tensor");
+  if (!tpu_dtype_is_float(in)) return tpu_not_implemented("masked_softmax", in);
+  int rank = tpu_arg_rank(cx, 0), mrank = tpu_arg_rank(cx, 1);
+  const int64_t *xs = tpu_arg_sizes(cx, 0), *ms = tpu_arg_sizes(cx, 1);
+  bool same = rank == mrank && !memcmp(xs, ms, sizeof *xs * (size_t)rank);
+  tpu_val_t mask = tpu_lower_tensor(cx, 1);
+  tpu_graph_t* g = cx->g;
+  if (!tpu_arg_present(cx, 3)) {
+    if (!same) return invalid("Mask Type should be defined");
+  } else {
+    int64_t type = tpu_arg_int(cx, 3, 2);
+    if (type == 0) {
+      if (rank != 4 || mrank != 2 || ms[0] != xs[2] || ms[1] != xs[3])
+        return invalid("For mask_type == 0 mask shape should be (L, L)");
+      int64_t bd[2] = {2, 3};
+      mask = tpu_ir_broadcast(g, mask, xs, rank, bd);
+    } else if (type == 1) {
+      if (rank != 4 || mrank != 2 || ms[0] != xs[0] || ms[1] != xs[3])
+        return invalid("For mask_type == 1 mask shape should be (B, L)");
+      int64_t bd[2] = {0, 3};
+      mask = tpu_ir_broadcast(g, mask, xs, rank, bd);
+    } else if (type == 2) {
+      if (!same) return invalid("For mask_type == 2 mask shape should match input shape");
+    } else {
+      return invalid("Invalid mask_type");
+    }
+  }
+  int64_t dim = rank - 1;
+  if (tpu_arg_present(cx, 2)) TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 2, 0), rank, &dim));
+  if (rank == 0) return invalid("masked_softmax: expected an input with at least one dim");
+  tpu_dtype_t t = tpu_opmath(in);
+  tpu_val_t x = tpu_lower_input(cx, 0, t);
+  x = tpu_ir_select(g, mask, tpu_lower_const_like(cx, x, -INFINITY), x);
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, softmax_along(cx, x, dim, t, false), in));
+  return TPU_OK;
+}
+
+// _transform_bias_rescale_qkv(qkv, qkv_bias, num_heads) -> (q, k, v): the
+// packed (B, T, 3 * D) projections plus their bias, split and laid out as
+// (B, heads, T, D / heads) each, q scaled by 1 / sqrt(D / heads).
+tpu_status_t tpu_lower_transform_bias_rescale_qkv(tpu_lower_ctx_t* cx) {
+  int64_t heads = tpu_arg_int(cx, 2, 1);
+  if (tpu_arg_rank(cx, 0) != 3 || tpu_arg_rank(cx, 1) != 1)
+    return invalid("_transform_bias_rescale_qkv: expected qkv (B, T, 3 * D) and a 1-D bias");
+  const int64_t* qs = tpu_arg_sizes(cx, 0);
+  int64_t b = qs[0], len = qs[1], d = qs[2] / 3;
+  if (qs[2] % 3 || tpu_arg_sizes(cx, 1)[0] != qs[2] || heads <= 0 || d % heads)
+    return invalid("_transform_bias_rescale_qkv: qkv's last dim must be 3 * D, the bias's too, "
+                   "and D a multiple of num_heads");
+  tpu_dtype_t in = tpu_arg_value_dtype(cx, 0), t = tpu_opmath(in);
+  if (!tpu_dtype_is_float(in)) return tpu_not_implemented("transform_bias_rescale_qkv", in);
+  tpu_graph_t* g = cx->g;
+  int64_t bias_dim = 2;
+  tpu_val_t x = tpu_ir_binary(g, TPU_IR_ADD, tpu_lower_input(cx, 0, t),
+                              tpu_ir_broadcast(g, tpu_lower_input(cx, 1, t), qs, 3, &bias_dim));
+  int64_t split[5] = {b, len, 3, heads, d / heads}, perm[5] = {2, 0, 3, 1, 4};
+  x = tpu_ir_transpose(g, tpu_ir_reshape(g, x, split, 5), perm);  // (3, B, heads, T, dh)
+  for (int j = 0; j < 3; ++j) {
+    int64_t lo[5] = {j, 0, 0, 0, 0}, hi[5] = {j + 1, b, heads, len, d / heads};
+    tpu_val_t part = tpu_ir_reshape(g, tpu_ir_slice(g, x, lo, hi, NULL), hi + 1, 4);
+    if (j == 0)
+      part = tpu_ir_binary(g, TPU_IR_MUL, part,
+                           tpu_lower_const_like(cx, part, 1.0 / sqrt((double)(d / heads))));
+    tpu_lower_out(cx, j, tpu_ir_convert(g, part, in));
+  }
+  return TPU_OK;
+}
 
 // _safe_softmax(self, dim, dtype?): softmax, except that a slice whose
 // entries are all -inf (a fully masked attention row) gives zeros instead of
@@ -298,21 +401,6 @@ tpu_status_t tpu_lower_safe_softmax(tpu_lower_ctx_t* cx) {
     tpu_lower_out(cx, 0, tpu_ir_convert(g, tpu_ir_select(g, nan, x, r), out));
     return TPU_OK;
   }
-  // Move `dim` last, reduce, move it back.
-  int64_t perm[TPU_MAX_RANK], inv[TPU_MAX_RANK];
-  int k = 0;
-  for (int i = 0; i < rank; ++i)
-    if (i != dim) perm[k++] = i;
-  perm[k] = dim;
-  for (int i = 0; i < rank; ++i) inv[perm[i]] = i;
-  tpu_val_t xt = tpu_ir_transpose(g, x, perm);
-  int64_t n = tpu_arg_sizes(cx, 0)[dim];
-  tpu_val_t m = reduce_last(cx, xt, t, TPU_BODY_MAX);
-  tpu_val_t masked = tpu_ir_compare(g, TPU_CMP_EQ, m, tpu_lower_const_like(cx, m, -INFINITY));
-  tpu_val_t e = tpu_ir_unary(g, TPU_IR_EXP, tpu_ir_binary(g, TPU_IR_SUB, xt, spread_last(cx, m, n)));
-  tpu_val_t sum = reduce_last(cx, e, t, TPU_BODY_ADD);
-  tpu_val_t r = tpu_ir_binary(g, TPU_IR_DIV, e, spread_last(cx, sum, n));
-  r = tpu_ir_select(g, spread_last(cx, masked, n), tpu_lower_const_like(cx, r, 0.0), r);
-  tpu_lower_out(cx, 0, tpu_ir_convert(g, tpu_ir_transpose(g, r, inv), out));
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, softmax_along(cx, x, dim, t, true), out));
   return TPU_OK;
 }

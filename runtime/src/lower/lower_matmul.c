@@ -1,5 +1,6 @@
 // Matrix products. Half-precision operands multiply with float accumulation
 // (dot_general's result type), as PyTorch's CPU and CUDA kernels do.
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -88,8 +89,10 @@ static tpu_val_t contract(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b, int nb,
 // beta * self + alpha * prod, rounded once to t; self (argument 0) expands
 // to prod's shape. beta == 0 ignores self (NaN in it does not propagate),
 // as PyTorch documents. Bool results use and/or for * and +.
-static tpu_status_t add_scaled(tpu_lower_ctx_t* cx, tpu_val_t prod, tpu_dtype_t t) {
+static tpu_status_t scaled_sum(tpu_lower_ctx_t* cx, tpu_val_t prod, tpu_dtype_t t,
+                               tpu_val_t* out) {
   tpu_graph_t* g = cx->g;
+  *out = TPU_VAL_NONE;
   if (!tpu_graph_ok(g)) return TPU_OK;
   const tpu_type_t* pt = tpu_ir_type(g, prod);
   int64_t dims[TPU_MAX_RANK];
@@ -111,7 +114,14 @@ static tpu_status_t add_scaled(tpu_lower_ctx_t* cx, tpu_val_t prod, tpu_dtype_t 
     }
     prod = tpu_ir_binary(g, add, self, prod);
   }
-  tpu_lower_out(cx, 0, tpu_ir_convert(g, prod, t));
+  *out = tpu_ir_convert(g, prod, t);
+  return TPU_OK;
+}
+
+static tpu_status_t add_scaled(tpu_lower_ctx_t* cx, tpu_val_t prod, tpu_dtype_t t) {
+  tpu_val_t r;
+  TPU_RETURN_IF_ERROR(scaled_sum(cx, prod, t, &r));
+  tpu_lower_out(cx, 0, r);
   return TPU_OK;
 }
 
@@ -157,7 +167,7 @@ static tpu_status_t same_mat_dtypes(tpu_lower_ctx_t* cx, const char* op, tpu_dty
 }
 
 // addmm(self, mat1, mat2, *, beta=1, alpha=1)
-tpu_status_t tpu_lower_addmm(tpu_lower_ctx_t* cx) {
+static tpu_status_t addmm(tpu_lower_ctx_t* cx, tpu_val_t* out) {
   for (int i = 1; i <= 2; ++i)
     if (tpu_arg_rank(cx, i) != 2)
       return tpu_invalid("mat%d must be a matrix, got %d-D tensor", i, tpu_arg_rank(cx, i));
@@ -168,7 +178,39 @@ tpu_status_t tpu_lower_addmm(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t;
   TPU_RETURN_IF_ERROR(same_mat_dtypes(cx, "addmm_impl_cpu_", &t));
   tpu_val_t p = contract(cx, tpu_lower_tensor(cx, 1), tpu_lower_tensor(cx, 2), 0, 1, 0, t);
-  return add_scaled(cx, p, t);
+  return scaled_sum(cx, p, t, out);
+}
+
+tpu_status_t tpu_lower_addmm(tpu_lower_ctx_t* cx) {
+  tpu_val_t r;
+  TPU_RETURN_IF_ERROR(addmm(cx, &r));
+  tpu_lower_out(cx, 0, r);
+  return TPU_OK;
+}
+
+// _addmm_activation(self, mat1, mat2, *, beta=1, alpha=1, use_gelu=False):
+// addmm, then relu or (exact) gelu of its rounded result, as CPU's kernel
+// applies them in place (the feed-forward layer of PyTorch's fast
+// transformer path).
+tpu_status_t tpu_lower_addmm_activation(tpu_lower_ctx_t* cx) {
+  tpu_val_t r;
+  TPU_RETURN_IF_ERROR(addmm(cx, &r));
+  tpu_graph_t* g = cx->g;
+  if (!tpu_graph_ok(g)) return TPU_OK;
+  tpu_dtype_t t = tpu_ir_dtype(g, r), acc = tpu_opmath(t);
+  tpu_val_t x = tpu_ir_convert(g, r, acc);
+  if (tpu_arg_bool(cx, 5, false)) {
+    tpu_val_t e = tpu_ir_unary(g, TPU_IR_ERF,
+                               tpu_ir_binary(g, TPU_IR_MUL, x, tpu_lower_const_like(cx, x, M_SQRT1_2)));
+    tpu_val_t half_x = tpu_ir_binary(g, TPU_IR_MUL, x, tpu_lower_const_like(cx, x, 0.5));
+    x = tpu_ir_binary(g, TPU_IR_MUL, half_x,
+                      tpu_ir_binary(g, TPU_IR_ADD, tpu_lower_const_like(cx, x, 1.0), e));
+  } else {  // relu keeps NaN
+    tpu_val_t neg = tpu_ir_compare(g, TPU_CMP_LT, x, tpu_lower_const_like(cx, x, 0.0));
+    x = tpu_ir_select(g, neg, tpu_lower_const_like(cx, x, 0.0), x);
+  }
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, x, t));
+  return TPU_OK;
 }
 
 // baddbmm(self, batch1, batch2, *, beta=1, alpha=1)
