@@ -9,7 +9,8 @@
 // its autograd formula calls ..._overrideable_backward, an ordinary row.
 // Dropout and other ranks keep PyTorch's math path (whose ops are lowered
 // too). The kernel lives here only because the schema returns two SymInts,
-// which the generic row kernel does not produce.
+// which the generic row kernel does not produce. Also here: the kernels of
+// nn.MultiheadAttention's and nn.TransformerEncoder's inference fast path.
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/SDPBackend.h>
@@ -114,6 +115,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_scaled_dot_product_fused_attention_overrideable",
          TORCH_FN(torchtpu::sdpa_overrideable));
   m.impl("_nested_tensor_from_mask", TORCH_FN(torchtpu::nested_tensor_from_mask));
+  // PyTorch's inference fast path (nn.MultiheadAttention and
+  // nn.TransformerEncoderLayer in eval mode without grad, which PyTorch
+  // takes on tpu): its CPU kernels are compositions of ATen ops that
+  // dispatch to ours (_transform_bias_rescale_qkv, _masked_softmax,
+  // _addmm_activation, bmm, ... all lowered), so they serve as they are.
   m.impl("_native_multi_head_attention", TORCH_FN(at::native::native_multi_head_attention_cpu));
   m.impl("_transformer_encoder_layer_fwd", TORCH_FN(at::native::transformer_encoder_layer_forward));
 }

@@ -1,5 +1,7 @@
 // Attention: F.scaled_dot_product_attention as one fused program forward and
-// one backward, and the _safe_softmax of its math path.
+// one backward, the _safe_softmax of its math path, and the _masked_softmax
+// and _transform_bias_rescale_qkv of nn.MultiheadAttention's inference fast
+// path (binding/attention.cpp).
 //
 // PyTorch asks the device which SDPA kernel to use (_fused_sdp_choice); the
 // binding (binding/attention.cpp) answers "overrideable" for 4-D inputs
