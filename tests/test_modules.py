@@ -1,6 +1,8 @@
 """Every nn.Module in PyTorch's ModuleInfo database (its own module tests'
-inputs) on tpu against CPU: outputs, and the gradients of the inputs and
-parameters, in training mode, with no CPU fallback unless listed."""
+inputs) on tpu against CPU, with no CPU fallback unless listed: in training
+mode, outputs and the gradients of the inputs and parameters; in eval mode
+without grad (where some modules take PyTorch's inference fast paths),
+outputs."""
 import copy
 import sys
 import types
@@ -61,16 +63,17 @@ def run(module, args, kwargs, device):
             [p.grad for p in module.parameters()])
 
 
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 @pytest.mark.parametrize("info", module_db, ids=lambda i: i.name)
-def test_module_matches_cpu(info):
+def test_module_matches_cpu(info, training):
     samples = info.module_inputs_func(info, device="cpu", dtype=torch.float32,
-                                      requires_grad=True, training=True)
+                                      requires_grad=training, training=training)
     samples = [s for s in samples if s.forward_input is not None][:4]
     assert samples, "no inputs"
     for sample in samples:
         torch.manual_seed(0)
         c = sample.constructor_input
-        module = info.module_cls(*c.args, **c.kwargs).to(torch.float32).train()
+        module = info.module_cls(*c.args, **c.kwargs).to(torch.float32).train(training)
         fwd = sample.forward_input
         if any(isinstance(p, torch.nn.parameter.UninitializedParameter)
                for p in module.parameters()):
@@ -78,10 +81,11 @@ def test_module_matches_cpu(info):
             # on the CPU, then both sides start from the same ones.
             module(*moved(fwd.args, "cpu"), **moved(fwd.kwargs, "cpu"))
         tpu_module = copy.deepcopy(module).to(TPU)
-        expected = run(module, fwd.args, fwd.kwargs, "cpu")
-        before = fallbacks()
-        actual = run(tpu_module, fwd.args, fwd.kwargs, TPU)
-        torch.tpu.synchronize()
+        with torch.set_grad_enabled(training):
+            expected = run(module, fwd.args, fwd.kwargs, "cpu")
+            before = fallbacks()
+            actual = run(tpu_module, fwd.args, fwd.kwargs, TPU)
+            torch.tpu.synchronize()
         new = {k for k, v in fallbacks().items() if v != before.get(k, 0)}
         assert new <= FALLBACK.get(info.name, set()), f"CPU fallbacks: {new}"
         if info.name in RANDOM:
