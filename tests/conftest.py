@@ -80,11 +80,10 @@ def check(fn, *inputs, atol=None, rtol=None, fallback_ok=False, **kwargs):
     return actual
 
 
-def check_grad(fn, *inputs, allow=(), atol=None, rtol=None):
+def check_grad(fn, *inputs, atol=None, rtol=None):
     """fn's output (its first, for a tuple) and its gradients w.r.t. the
     inputs that require grad, for one random output gradient, on CPU and on
-    tpu. Only the ops in `allow` (other families' ops that a backward
-    formula uses) may fall back to CPU."""
+    tpu (no CPU fallback)."""
     def first(r):
         return r[0] if isinstance(r, tuple) else r
 
@@ -95,11 +94,9 @@ def check_grad(fn, *inputs, allow=(), atol=None, rtol=None):
     g = torch.randn_like(out)
     expected = torch.autograd.grad(out, leaves(inputs), g)
     tpu_inputs = [to_tpu(x) for x in inputs]
-    before = fallbacks()
-    tpu_out = first(fn(*tpu_inputs))
-    actual = torch.autograd.grad(tpu_out, leaves(tpu_inputs), g.to(TPU))
-    new = {k for k, v in fallbacks().items() if v != before.get(k, 0)}
-    assert new <= set(allow), f"unexpected CPU fallbacks: {new - set(allow)}"
+    with NoFallback():
+        tpu_out = first(fn(*tpu_inputs))
+        actual = torch.autograd.grad(tpu_out, leaves(tpu_inputs), g.to(TPU))
     assert_same(out.detach(), tpu_out.detach(), atol, rtol)
     assert_same(expected, actual, atol, rtol)
 
