@@ -3,6 +3,7 @@
 // tensors and between tpu and the host, and reading one element.
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
@@ -198,9 +199,27 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
   return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
 }
 
+// A ZeroTensor (autograd's gradient of sign, forward AD's zero tangents):
+// zeros that own no memory. The ZeroTensor dispatch key resolves it before
+// any of our kernels reads it (view kernels keep its keys), as on CPU and
+// CUDA; making it through the CPU fallback cost a host round trip each time.
+at::Tensor efficient_zero_tensor(c10::SymIntArrayRef size, std::optional<c10::ScalarType> dtype,
+                                 std::optional<c10::Layout>, std::optional<at::Device> device,
+                                 std::optional<bool>) {
+  c10::Device d(c10::DeviceType::PrivateUse1,
+                device && device->has_index() ? device->index() : current_device());
+  at::native::ZeroTensorAllocator zeros(d);
+  auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1) |
+              c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  return at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), &zeros, keys,
+                                   dtype.value_or(c10::get_default_dtype_as_scalartype()),
+                                   std::nullopt);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_efficientzerotensor", TORCH_FN(efficient_zero_tensor));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));

@@ -126,3 +126,42 @@ def test_backward_across_devices():
     assert tb.grad.device == torch.device("tpu:1")
     torch.testing.assert_close(ta.grad.cpu(), a.grad)
     torch.testing.assert_close(tb.grad.cpu(), b.grad)
+
+
+def test_zero_gradients_are_zero_tensors():
+    # sign's gradient is a ZeroTensor (no memory): made on the device, no
+    # CPU fallback; it behaves as zeros wherever it flows.
+    x = torch.randn(5, requires_grad=True)
+    t = to_tpu(x)
+    with NoFallback():
+        (t.sign() * 3 + t.abs()).sum().backward()
+        z = torch.ops.aten._efficientzerotensor([2, 3], device="tpu")
+        assert z._is_zerotensor() and z.device.type == "tpu"
+        assert torch.equal((z + 1).cpu(), torch.ones(2, 3))
+        assert torch.equal(z.t().contiguous().cpu(), torch.zeros(3, 2))
+    (x.sign() * 3 + x.abs()).sum().backward()
+    assert torch.equal(t.grad.cpu(), x.grad)
+
+
+def test_forward_mode_and_functorch_transforms():
+    # jvp, jacfwd (forward-mode AD: zero tangents are ZeroTensors), jacrev,
+    # hessian and per-sample gradients with vmap, against CPU.
+    from torch.func import functional_call, grad, hessian, jacfwd, jacrev, jvp, vmap
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.LayerNorm(8),
+                                torch.nn.Linear(8, 3))
+    x, v = torch.randn(5, 4), torch.randn(5, 4)
+
+    def run(m, x, v):
+        params = dict(m.named_parameters())
+        per_sample = vmap(grad(lambda p, a: functional_call(m, p, (a[None],)).pow(2).sum()),
+                          in_dims=(None, 0))(params, x)
+        return [jvp(m, (x,), (v,))[1], jacfwd(lambda a: m(a).sum(0))(x[:2]),
+                jacrev(lambda a: m(a).sum(0))(x[:2]), hessian(lambda a: m(a).pow(2).sum())(x[0]),
+                per_sample["0.weight"]]
+
+    expected = run(model, x, v)
+    with NoFallback():
+        actual = run(model.to("tpu"), to_tpu(x), to_tpu(v))
+    for e, a in zip(expected, actual):
+        torch.testing.assert_close(a.cpu(), e, atol=1e-4, rtol=1e-4)
