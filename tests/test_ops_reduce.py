@@ -516,3 +516,16 @@ def test_reduction_gradients():
     run(lambda a: a.cumprod(2))
     run(lambda a: a.max(1)[0])
     run(lambda a: a.max())
+
+
+def test_trace():
+    for dtype in FLOATS + [torch.float64, torch.complex64, torch.int8, torch.uint8, torch.int64]:
+        check(torch.trace, sample(dtype, (4, 3)))
+    check(torch.trace, torch.zeros(0, 3))
+    check(lambda a: torch.ops.aten.trace.out(a, out=torch.empty(0, device=a.device)), torch.randn(3, 3))
+    check_grad(torch.trace, torch.randn(3, 4, requires_grad=True))
+    check_error(torch.trace, torch.randn(2, 2, 2))
+    check_error(torch.trace, torch.ones(2, 2, dtype=torch.bool))
+    check_error(lambda a: torch.ops.aten.trace.out(a, out=torch.empty(0, device=a.device,
+                                                                      dtype=torch.float64)),
+                torch.randn(3, 3))

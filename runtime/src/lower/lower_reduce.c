@@ -219,6 +219,28 @@ tpu_status_t tpu_lower_prod(tpu_lower_ctx_t* cx) {
 // prod(self, *, dtype=None)
 tpu_status_t tpu_lower_prod_all(tpu_lower_ctx_t* cx) { return accumulate(cx, ACC_PROD, -1, -1, 1); }
 
+// trace(self): the sum of a matrix's diagonal, typed as sum types it
+// (integers give int64; bool is refused, as on CPU).
+tpu_status_t tpu_lower_trace(tpu_lower_ctx_t* cx) {
+  int rank = tpu_arg_rank(cx, 0);
+  if (rank != 2)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "trace: expected a matrix, but got tensor with dim %d", rank);
+  tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
+  if (t == TPU_BOOL) return tpu_not_implemented("trace", t);
+  tpu_dtype_t out = tpu_dtype_is_integral(t, false) ? TPU_I64 : t, acc = tpu_opmath(out);
+  tpu_graph_t* g = cx->g;
+  const int64_t* d = tpu_arg_sizes(cx, 0);
+  tpu_val_t x = tpu_lower_input(cx, 0, acc);
+  tpu_val_t diag = tpu_ir_compare(g, TPU_CMP_EQ, tpu_ir_iota(g, TPU_I64, d, 2, 0),
+                                  tpu_ir_iota(g, TPU_I64, d, 2, 1));
+  x = tpu_ir_select(g, diag, x, tpu_lower_const_like(cx, x, 0.0));
+  int64_t both[2] = {0, 1};
+  tpu_val_t r = tpu_ir_reduce(g, x, tpu_ir_const(g, acc, 0, NULL, 0), both, 2, TPU_BODY_ADD);
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, r, out));
+  return TPU_OK;
+}
+
 //===--- amax, amin, max, min, aminmax ---===//
 
 // PyTorch's checks of a max/min over `dims`: a reduction over nothing needs
