@@ -564,6 +564,20 @@ def test_special_functions(dtype):
     check(torch.sinc, torch.arange(-3, 4))  # integers compute in float
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16],
+                         ids=str)
+def test_entr(dtype):
+    # -x log x, 0 at 0, -inf below 0, NaN kept; half precision rounds log(x)
+    # first, as CPU's kernel does, so results match exactly.
+    specials = torch.tensor([0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, math.nan, 1e-30])
+    x = torch.cat([specials, torch.rand(200) * 10]).to(dtype)
+    exact = {"atol": 0, "rtol": 0} if dtype in (torch.bfloat16, torch.float16) else {}
+    check(torch.special.entr, x, **exact)
+    check(torch.special.entr, torch.arange(-3, 4))
+    check(lambda u: torch.special.entr(u, out=torch.empty_like(u)), x, **exact)
+    check_error(torch.special.entr, torch.tensor([1j]))
+
+
 def test_logit_backward():
     u = torch.rand(30)
     for eps in (None, 0.25):

@@ -98,6 +98,22 @@ static tpu_val_t sinc_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
 }
 TPU_EW_UNARY_REAL(sinc, FLOAT)
 
+// special_entr: -x log(x) for x > 0, 0 at 0, -inf below 0; NaN stays. CPU's
+// half-precision kernels round log(x) to the input's dtype before the
+// product.
+static tpu_val_t entr_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
+  tpu_graph_t* g = cx->g;
+  tpu_dtype_t in = tpu_arg_value_dtype(cx, 0);
+  tpu_val_t log_x = tpu_ir_unary(g, TPU_IR_LOG, x);
+  if (in == TPU_F16 || in == TPU_BF16)
+    log_x = tpu_ir_convert(g, tpu_ir_convert(g, log_x, in), tpu_ir_dtype(g, x));
+  tpu_val_t r = tpu_ir_unary(g, TPU_IR_NEG, tpu_ew_mul(g, x, log_x));
+  r = tpu_ir_select(g, tpu_ew_cmp_k(cx, TPU_CMP_EQ, x, 0), tpu_lower_const_like(cx, x, 0), r);
+  return tpu_ir_select(g, tpu_ew_cmp_k(cx, TPU_CMP_LT, x, 0),
+                       tpu_lower_const_like(cx, x, -INFINITY), r);
+}
+TPU_EW_UNARY_REAL(entr, FLOAT)
+
 // The x of logit(x, eps): clamped to [eps, 1 - eps] when eps (argument
 // `arg`) is given.
 static tpu_val_t logit_input(tpu_lower_ctx_t* cx, tpu_val_t x, int arg) {
