@@ -14,6 +14,8 @@
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "binding.h"
@@ -206,12 +208,19 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 at::Tensor efficient_zero_tensor(c10::SymIntArrayRef size, std::optional<c10::ScalarType> dtype,
                                  std::optional<c10::Layout>, std::optional<at::Device> device,
                                  std::optional<bool>) {
-  c10::Device d(c10::DeviceType::PrivateUse1,
-                device && device->has_index() ? device->index() : current_device());
-  at::native::ZeroTensorAllocator zeros(d);
+  c10::DeviceIndex index = device && device->has_index() ? device->index() : current_device();
+  // A storage keeps a pointer to its allocator: one per device, kept for good.
+  static std::mutex mutex;
+  static std::map<c10::DeviceIndex, at::native::ZeroTensorAllocator> allocators;
+  at::Allocator* zeros;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    zeros = &allocators.try_emplace(index, c10::Device(c10::DeviceType::PrivateUse1, index))
+                 .first->second;
+  }
   auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1) |
               c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
-  return at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), &zeros, keys,
+  return at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), zeros, keys,
                                    dtype.value_or(c10::get_default_dtype_as_scalartype()),
                                    std::nullopt);
 }
