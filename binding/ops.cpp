@@ -55,7 +55,8 @@ struct Args {
   std::deque<std::unique_ptr<bool[]>> bool_lists;
   std::deque<std::vector<tpu_scalar_t>> scalar_lists;
   std::deque<std::string> strings;
-  std::deque<at::Tensor> resolved;  // inputs materialized from conj / neg views, CPU scalars moved over
+  // Inputs materialized from conj / neg views, and CPU scalars of lists moved over.
+  std::deque<at::Tensor> resolved;
   std::vector<size_t> generators;  // indices of RNG args to fill in
   c10::DeviceIndex device = -1;    // of the first tpu tensor or Device arg
 
