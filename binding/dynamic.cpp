@@ -1,5 +1,5 @@
 // Kernels for ops whose result shape depends on the data: nonzero,
-// masked_select, and advanced indexing with boolean masks.
+// masked_select, repeat_interleave, and advanced indexing with boolean masks.
 //
 // Each reads a count back from the device (a host synchronization: an
 // op-table row computes it, .item() reads it), then runs a static-shape
@@ -14,6 +14,7 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -192,6 +193,20 @@ at::Tensor index_put_tpu(const at::Tensor& self, const IndexList& indices, const
       .boolean(accumulate).run()[0];
 }
 
+// repeat_interleave.Tensor(repeats, *, output_size=None): the indices of
+// the repeats, each repeated. Without output_size the length is the sum of
+// the repeats, read back (a host synchronization, as on CUDA); the row
+// checks the repeats on the device.
+at::Tensor repeat_interleave_tpu(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {
+  static const int row = row_id("repeat_interleave_static");
+  int64_t n = 0;
+  if (output_size)
+    n = output_size->guard_int(__FILE__, __LINE__);
+  else if (repeats.dim() == 1 && !at::isFloatingType(repeats.scalar_type()))
+    n = std::max<int64_t>(repeats.sum().item<int64_t>(), 0);  // a negative sum: the row says why
+  return RowCall(row, index_of_device(repeats)).tensor(repeats).integer(n).run()[0];
+}
+
 // equal(self, other) -> bool: tensors of different sizes are unequal (no
 // broadcasting); otherwise the `equal` row reduces on the device and the
 // bool is read back (a host synchronization, as on CUDA).
@@ -209,6 +224,7 @@ bool equal_tpu(const at::Tensor& self, const at::Tensor& other) {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("equal", TORCH_FN(equal_tpu));
+  m.impl("repeat_interleave.Tensor", TORCH_FN(repeat_interleave_tpu));
   m.impl("_unique2", TORCH_FN(unique2_tpu));
   m.impl("unique_consecutive", TORCH_FN(unique_consecutive_tpu));
   m.impl("nonzero", TORCH_FN(nonzero_tpu));

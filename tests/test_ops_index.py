@@ -971,3 +971,22 @@ def test_index_source_shape_errors_match_cpu(op):
             continue
         tpu_err, cpu_err = check_error(lambda a, b, c: fn(a, 0, b, c), x, i, s)
         assert str(tpu_err) == str(cpu_err), (xs, ss, m)
+
+
+def test_repeat_interleave():
+    # The length is the sum of the repeats, read back unless output_size
+    # gives it; repeat_interleave of a tensor indexes with the result.
+    for repeats in (torch.tensor([2, 0, 3]), torch.tensor([1, 1, 1], dtype=torch.int32),
+                    torch.tensor([], dtype=torch.long), torch.tensor([0, 0])):
+        check(torch.repeat_interleave, repeats)
+    check(lambda r: torch.repeat_interleave(r, output_size=3), torch.tensor([2, 1]))
+    x = torch.randn(3, 2)
+    check(lambda x, r: x.repeat_interleave(r, dim=0), x, torch.tensor([1, 2, 0]))
+    check(lambda x, r: x.repeat_interleave(r, dim=1, output_size=4), x, torch.tensor([3, 1]))
+    check(lambda x: x.repeat_interleave(2), x)
+    check_grad(lambda x, r: x.repeat_interleave(r, dim=0), x, torch.tensor([1, 2, 0]))
+    for bad, kwargs in [(torch.tensor([1, -1]), {}), (torch.tensor([-3, 1]), {}),
+                        (torch.tensor([[1]]), {}), (torch.tensor([1.0]), {}),
+                        (torch.tensor([2, 1]), {"output_size": 5})]:
+        tpu_err, cpu_err = check_error(lambda r: torch.repeat_interleave(r, **kwargs), bad)
+        assert str(tpu_err).splitlines()[0] == str(cpu_err).splitlines()[0]

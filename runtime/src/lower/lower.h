@@ -153,6 +153,10 @@ TPU_MUST_USE tpu_status_t tpu_lower_broadcast_inputs(tpu_lower_ctx_t* cx,
                                                      const int* args, int n,
                                                      tpu_dtype_t dtype,
                                                      tpu_val_t* out);
+// The inclusive scan of x along `dim` with a binary op (ADD, MUL) whose
+// identity is `identity`.
+tpu_val_t tpu_lower_scan(tpu_lower_ctx_t* cx, tpu_val_t x, int dim, tpu_ir_op_t op,
+                         double identity);
 // Broadcasts a value to `dims` (right-aligned, numpy rules).
 tpu_val_t tpu_lower_expand(tpu_lower_ctx_t* cx, tpu_val_t v,
                            const int64_t* dims, int rank);
