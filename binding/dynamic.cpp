@@ -1,5 +1,6 @@
 // Kernels for ops whose result shape depends on the data: nonzero,
-// masked_select, repeat_interleave, and advanced indexing with boolean masks.
+// masked_select, repeat_interleave, bincount, and advanced indexing with
+// boolean masks.
 //
 // Each reads a count back from the device (a host synchronization: an
 // op-table row computes it, .item() reads it), then runs a static-shape
@@ -207,6 +208,25 @@ at::Tensor repeat_interleave_tpu(const at::Tensor& repeats, std::optional<c10::S
   return RowCall(row, index_of_device(repeats)).tensor(repeats).integer(n).run()[0];
 }
 
+// bincount(self, weights=None, minlength=0): as many bins as the largest
+// value plus one, or minlength. The smallest and largest values are read
+// back together (one host synchronization, as on CUDA), so a negative value
+// is refused here, as CPU refuses it.
+at::Tensor bincount_tpu(const at::Tensor& self, const std::optional<at::Tensor>& weights,
+                        c10::SymInt minlength) {
+  static const int row = row_id("bincount_static");
+  int64_t size = minlength.guard_int(__FILE__, __LINE__);
+  TORCH_CHECK(size >= 0, "minlength should be >= 0");
+  if (self.dim() == 1 && self.numel() > 0 && at::isIntegralType(self.scalar_type(), false)) {
+    at::Tensor range = at::stack({self.min(), self.max()}).cpu();
+    TORCH_CHECK(range[0].item<int64_t>() >= 0,
+                "bincount only supports 1-d non-negative integral inputs.");
+    size = std::max(size, range[1].item<int64_t>() + 1);
+  }
+  return RowCall(row, index_of_device(self)).tensor(self).optional_tensor(weights).integer(size)
+      .run()[0];
+}
+
 // equal(self, other) -> bool: tensors of different sizes are unequal (no
 // broadcasting); otherwise the `equal` row reduces on the device and the
 // bool is read back (a host synchronization, as on CUDA).
@@ -225,6 +245,7 @@ bool equal_tpu(const at::Tensor& self, const at::Tensor& other) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("equal", TORCH_FN(equal_tpu));
   m.impl("repeat_interleave.Tensor", TORCH_FN(repeat_interleave_tpu));
+  m.impl("bincount", TORCH_FN(bincount_tpu));
   m.impl("_unique2", TORCH_FN(unique2_tpu));
   m.impl("unique_consecutive", TORCH_FN(unique_consecutive_tpu));
   m.impl("nonzero", TORCH_FN(nonzero_tpu));

@@ -990,3 +990,21 @@ def test_repeat_interleave():
                         (torch.tensor([2, 1]), {"output_size": 5})]:
         tpu_err, cpu_err = check_error(lambda r: torch.repeat_interleave(r, **kwargs), bad)
         assert str(tpu_err).splitlines()[0] == str(cpu_err).splitlines()[0]
+
+
+def test_bincount():
+    # The number of bins comes from the largest value (read back with the
+    # smallest, which must not be negative) or minlength.
+    x = torch.tensor([1, 3, 3, 0, 7, 3])
+    check(torch.bincount, x)
+    check(lambda x: torch.bincount(x, minlength=10), x)
+    check(torch.bincount, x.to(torch.uint8))
+    check(lambda x: torch.bincount(x, minlength=3), torch.tensor([], dtype=torch.long))
+    for weights in (torch.rand(6), torch.rand(6).double(), torch.rand(6).half(),
+                    torch.arange(6), torch.tensor([True, False] * 3)):
+        check(torch.bincount, x, weights)
+    for bad, kwargs in [(torch.tensor([-1, 2]), {}), (torch.tensor([[1]]), {}),
+                        (torch.tensor([1.0]), {}), (x, {"minlength": -1}),
+                        (x, {"weights": torch.rand(3)}), (torch.tensor([True]), {})]:
+        tpu_err, cpu_err = check_error(lambda x, kw: torch.bincount(x, **kw), bad, kwargs)
+        assert str(tpu_err).splitlines()[0] == str(cpu_err).splitlines()[0]

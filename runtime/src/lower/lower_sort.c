@@ -234,6 +234,33 @@ tpu_status_t tpu_lower_repeat_interleave(tpu_lower_ctx_t* cx) {
   return TPU_OK;
 }
 
+// bincount(self, weights?, size) with the length known (binding/dynamic.cpp
+// reads the largest value back and checks the input on the host): counts, or
+// sums of weights, scatter-added into `size` bins. float32 weights sum in
+// float, other weights in double, counts in int64, as on CPU.
+tpu_status_t tpu_lower_bincount(tpu_lower_ctx_t* cx) {
+  if (tpu_arg_rank(cx, 0) != 1)
+    return tpu_invalid("bincount only supports 1-d non-negative integral inputs.");
+  tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
+  if (!tpu_dtype_is_integral(t, false)) return tpu_not_implemented("bincount_cpu", t);
+  int64_t m = tpu_arg_sizes(cx, 0)[0], size = tpu_arg_int(cx, 2, 0);
+  bool weighted = tpu_arg_is_tensor(cx, 1);
+  if (weighted && (tpu_arg_rank(cx, 1) != 1 || tpu_arg_sizes(cx, 1)[0] != m))
+    return tpu_invalid("weights should be 1-d and have the same length as input");
+  tpu_dtype_t out = !weighted || m == 0 ? TPU_I64
+                    : tpu_arg_value_dtype(cx, 1) == TPU_F32 ? TPU_F32 : TPU_F64;
+  tpu_graph_t* g = cx->g;
+  tpu_val_t bins = tpu_ir_const(g, out, 0, &size, 1);
+  if (m == 0) {
+    tpu_lower_out(cx, 0, bins);
+    return TPU_OK;
+  }
+  tpu_val_t add = weighted ? tpu_lower_input(cx, 1, out) : tpu_ir_const(g, out, 1, &m, 1);
+  tpu_lower_out(cx, 0, tpu_scatter_flat(g, bins, tpu_lower_input(cx, 0, TPU_I64), add, 1,
+                                        TPU_BODY_ADD));
+  return TPU_OK;
+}
+
 // bucketize.Tensor / .Scalar (self, Tensor boundaries, *, bool out_int32, bool right)
 tpu_status_t tpu_lower_bucketize(tpu_lower_ctx_t* cx) {
   if (tpu_arg_rank(cx, 1) != 1)
