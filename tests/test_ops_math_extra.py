@@ -383,3 +383,29 @@ def test_bessel_forms():
         with NoFallback():
             actual = torch.autograd.grad(f(tx), tx, g.to(tx.device))
         assert_same(expected, actual, 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64],
+                         ids=str)
+def test_gcd_lcm(dtype):
+    # Euclid unrolled for the dtype's worst case; lcm wraps as CPU's C++ does.
+    info = torch.iinfo(dtype)
+    wide = torch.randint(info.min, info.max, (500,), dtype=dtype)
+    small = torch.randint(-40 if info.min < 0 else 0, 40, (500,), dtype=dtype)
+    wide[:4] = torch.tensor([0, 0, info.min, info.max], dtype=dtype)
+    small[:4] = torch.tensor([0, 7, 6, info.max], dtype=dtype)
+    ops = {"gcd": torch.gcd, "lcm": torch.lcm}
+    for a, b in [(wide, small), (small, small.flip(0)), (wide, wide.flip(0))]:
+        check_ops(ops, a, b, tolerance=exact)
+    check(lambda a, b: a.clone().gcd_(b), small, small.flip(0))
+    check(lambda a, b: torch.lcm(a, b, out=torch.empty_like(a)), small, small.flip(0))
+
+
+def test_gcd_fibonacci_and_errors():
+    fib = [0, 1]
+    while fib[-1] < 2 ** 62:
+        fib.append(fib[-1] + fib[-2])
+    check(torch.gcd, torch.tensor(fib[-2:-1]), torch.tensor(fib[-1:]))  # the most steps
+    check(torch.gcd, torch.tensor([12, 18]), torch.tensor([8], dtype=torch.uint8))  # promotes
+    check_error(torch.gcd, torch.tensor([1.0]), torch.tensor([2.0]))
+    check_error(torch.lcm, torch.tensor([True]), torch.tensor([True]))
