@@ -89,6 +89,10 @@ tpu_val_t tpu_ew_number_like(tpu_lower_ctx_t* cx, tpu_val_t x, double value);
 // to x's shape.
 tpu_val_t tpu_ew_arg_like(tpu_lower_ctx_t* cx, int i, tpu_val_t x, double dflt);
 
+// The exact GELU, 0.5 * x * (1 + erf(x / sqrt(2))), of x in its own dtype
+// (lower_activation.c).
+tpu_val_t tpu_ew_gelu_erf(tpu_lower_ctx_t* cx, tpu_val_t x);
+
 // tpu_lower_<name> from <name>_fn, an elementwise function of one value.
 #define TPU_EW_UNARY(name, rule)                          \
   tpu_status_t tpu_lower_##name(tpu_lower_ctx_t* cx) {    \

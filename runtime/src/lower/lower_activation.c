@@ -113,16 +113,21 @@ static tpu_status_t gelu_mode(tpu_lower_ctx_t* cx, int arg, bool* tanh_mode) {
 // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))).
 static tpu_val_t gelu_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   tpu_graph_t* g = cx->g;
-  tpu_val_t one = k(cx, x, 1), half = k(cx, x, 0.5);
   if (!strcmp(tpu_arg_string(cx, 1, "none"), "tanh")) {
+    tpu_val_t one = k(cx, x, 1), half = k(cx, x, 0.5);
     tpu_val_t cube = tpu_ew_mul(g, tpu_ew_mul(g, x, x), x);
     tpu_val_t inner = tpu_ew_mul(g, k(cx, x, kBeta),
                                  tpu_ew_add(g, x, tpu_ew_mul(g, k(cx, x, kKappa), cube)));
     return tpu_ew_mul(g, tpu_ew_mul(g, half, x),
                       tpu_ew_add(g, one, tpu_ir_unary(g, TPU_IR_TANH, inner)));
   }
+  return tpu_ew_gelu_erf(cx, x);
+}
+
+tpu_val_t tpu_ew_gelu_erf(tpu_lower_ctx_t* cx, tpu_val_t x) {
+  tpu_graph_t* g = cx->g;
   tpu_val_t e = tpu_ir_unary(g, TPU_IR_ERF, tpu_ew_mul(g, x, k(cx, x, M_SQRT1_2)));
-  return tpu_ew_mul(g, tpu_ew_mul(g, x, half), tpu_ew_add(g, one, e));
+  return tpu_ew_mul(g, tpu_ew_mul(g, x, k(cx, x, 0.5)), tpu_ew_add(g, k(cx, x, 1), e));
 }
 tpu_status_t tpu_lower_gelu(tpu_lower_ctx_t* cx) {
   bool t;

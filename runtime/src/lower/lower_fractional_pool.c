@@ -160,7 +160,8 @@ static tpu_status_t fractional_max_pool(tpu_lower_ctx_t* cx, int n, const char* 
     vals = tpu_ir_broadcast(g, tpu_pool_lowest(g, t), windows, n + 2, NULL);
   tpu_val_t v, i;
   tpu_pool_argmax(g, vals, idx, &v, &i);
-  tpu_lower_out(cx, 0, tpu_ir_reshape(g, v, result, rank));  // [planes, out...] -> [lead..., out...]
+  // [planes, out...] -> [lead..., out...]
+  tpu_lower_out(cx, 0, tpu_ir_reshape(g, v, result, rank));
   tpu_lower_out(cx, 1, tpu_ir_reshape(g, i, result, rank));
   return TPU_OK;
 }

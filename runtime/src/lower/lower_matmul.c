@@ -1,11 +1,10 @@
 // Matrix products. Half-precision operands multiply with float accumulation
 // (dot_general's result type), as PyTorch's CPU and CUDA kernels do.
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "lower/lower.h"
+#include "lower/elementwise.h"
 
 static tpu_status_t not_for_bool(tpu_dtype_t t, const char* kernel);
 
@@ -200,11 +199,7 @@ tpu_status_t tpu_lower_addmm_activation(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t = tpu_ir_dtype(g, r), acc = tpu_opmath(t);
   tpu_val_t x = tpu_ir_convert(g, r, acc);
   if (tpu_arg_bool(cx, 5, false)) {
-    tpu_val_t e = tpu_ir_unary(g, TPU_IR_ERF,
-                               tpu_ir_binary(g, TPU_IR_MUL, x, tpu_lower_const_like(cx, x, M_SQRT1_2)));
-    tpu_val_t half_x = tpu_ir_binary(g, TPU_IR_MUL, x, tpu_lower_const_like(cx, x, 0.5));
-    x = tpu_ir_binary(g, TPU_IR_MUL, half_x,
-                      tpu_ir_binary(g, TPU_IR_ADD, tpu_lower_const_like(cx, x, 1.0), e));
+    x = tpu_ew_gelu_erf(cx, x);
   } else {  // relu keeps NaN
     tpu_val_t neg = tpu_ir_compare(g, TPU_CMP_LT, x, tpu_lower_const_like(cx, x, 0.0));
     x = tpu_ir_select(g, neg, tpu_lower_const_like(cx, x, 0.0), x);

@@ -586,7 +586,8 @@ tpu_status_t tpu_lower_logsumexp(tpu_lower_ctx_t* cx) {
 // Hillis-Steele: each of log2(n) steps combines x with itself shifted by
 // 2^k, padded with the identity. O(n log n) work with no quadratic window,
 // on any backend.
-tpu_val_t tpu_lower_scan(tpu_lower_ctx_t* cx, tpu_val_t x, int dim, tpu_ir_op_t op, double identity) {
+tpu_val_t tpu_lower_scan(tpu_lower_ctx_t* cx, tpu_val_t x, int dim, tpu_ir_op_t op,
+                         double identity) {
   tpu_graph_t* g = cx->g;
   const tpu_type_t* t = tpu_ir_type(g, x);
   tpu_type_t shape = *t;
@@ -614,7 +615,8 @@ static tpu_status_t cumulative(tpu_lower_ctx_t* cx, bool is_prod) {
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 1, 0), rank, &dim));
   tpu_dtype_t acc = tpu_opmath(out);
   tpu_val_t x = tpu_lower_input(cx, 0, acc);
-  if (rank > 0) x = tpu_lower_scan(cx, x, (int)dim, is_prod ? TPU_IR_MUL : TPU_IR_ADD, is_prod ? 1 : 0);
+  if (rank > 0)
+    x = tpu_lower_scan(cx, x, (int)dim, is_prod ? TPU_IR_MUL : TPU_IR_ADD, is_prod ? 1 : 0);
   tpu_lower_out(cx, 0, tpu_ir_convert(cx->g, x, out));
   return TPU_OK;
 }

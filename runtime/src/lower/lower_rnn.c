@@ -6,7 +6,7 @@
 // as PyTorch's CUDA kernels keep them. Half-precision cells compute in float.
 #include <string.h>
 
-#include "lower/lower.h"
+#include "lower/elementwise.h"
 
 // A (rows, k*h) value's j-th (rows, h) block.
 static tpu_val_t chunk(tpu_graph_t* g, tpu_val_t x, int64_t rows, int64_t h, int j) {
@@ -14,22 +14,13 @@ static tpu_val_t chunk(tpu_graph_t* g, tpu_val_t x, int64_t rows, int64_t h, int
   return tpu_ir_slice(g, x, start, limit, NULL);
 }
 
-static tpu_val_t add(tpu_graph_t* g, tpu_val_t a, tpu_val_t b) {
-  return tpu_ir_binary(g, TPU_IR_ADD, a, b);
-}
-static tpu_val_t sub(tpu_graph_t* g, tpu_val_t a, tpu_val_t b) {
-  return tpu_ir_binary(g, TPU_IR_SUB, a, b);
-}
-static tpu_val_t mul(tpu_graph_t* g, tpu_val_t a, tpu_val_t b) {
-  return tpu_ir_binary(g, TPU_IR_MUL, a, b);
-}
 static tpu_val_t one_minus(tpu_graph_t* g, tpu_val_t x) {
   const tpu_type_t* t = tpu_ir_type(g, x);
-  return sub(g, tpu_ir_const(g, t->dtype, 1.0, t->dims, t->rank), x);
+  return tpu_ew_sub(g, tpu_ir_const(g, t->dtype, 1.0, t->dims, t->rank), x);
 }
 // The derivative of a sigmoid or tanh through its output y.
-static tpu_val_t dsigmoid(tpu_graph_t* g, tpu_val_t y) { return mul(g, y, one_minus(g, y)); }
-static tpu_val_t dtanh(tpu_graph_t* g, tpu_val_t y) { return one_minus(g, mul(g, y, y)); }
+static tpu_val_t dsigmoid(tpu_graph_t* g, tpu_val_t y) { return tpu_ew_mul(g, y, one_minus(g, y)); }
+static tpu_val_t dtanh(tpu_graph_t* g, tpu_val_t y) { return one_minus(g, tpu_ew_mul(g, y, y)); }
 
 static tpu_status_t size_error(const char* op, const char* what, int arg, const char* name) {
   return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
@@ -73,7 +64,8 @@ static tpu_val_t gates(tpu_lower_ctx_t* cx, int i, int b, tpu_dtype_t acc) {
   if (!tpu_arg_present(cx, b)) return x;
   const tpu_type_t* t = tpu_ir_type(cx->g, x);
   int64_t dim = 1;
-  return add(cx->g, x, tpu_ir_broadcast(cx->g, tpu_lower_input(cx, b, acc), t->dims, 2, &dim));
+  tpu_val_t bias = tpu_ir_broadcast(cx->g, tpu_lower_input(cx, b, acc), t->dims, 2, &dim);
+  return tpu_ew_add(cx->g, x, bias);
 }
 
 // The sum over the batch: a bias's gradient.
@@ -90,12 +82,14 @@ tpu_status_t tpu_lower_lstm_cell(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(check_cell(cx, "_thnn_fused_lstm_cell", "cx", 4, &rows, &h));
   tpu_graph_t* g = cx->g;
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0), acc = tpu_opmath(t);
-  tpu_val_t z = add(g, gates(cx, 0, 3, acc), gates(cx, 1, 4, acc));
+  tpu_val_t z = tpu_ew_add(g, gates(cx, 0, 3, acc), gates(cx, 1, 4, acc));
   tpu_val_t act[4];
   for (int j = 0; j < 4; ++j)
     act[j] = tpu_ir_unary(g, j == 2 ? TPU_IR_TANH : TPU_IR_LOGISTIC, chunk(g, z, rows, h, j));
-  tpu_val_t c = add(g, mul(g, act[1], tpu_lower_input(cx, 2, acc)), mul(g, act[0], act[2]));
-  tpu_lower_out(cx, 0, tpu_ir_convert(g, mul(g, act[3], tpu_ir_unary(g, TPU_IR_TANH, c)), t));
+  tpu_val_t c = tpu_ew_add(g, tpu_ew_mul(g, act[1], tpu_lower_input(cx, 2, acc)),
+                           tpu_ew_mul(g, act[0], act[2]));
+  tpu_val_t hy = tpu_ew_mul(g, act[3], tpu_ir_unary(g, TPU_IR_TANH, c));
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, hy, t));
   tpu_lower_out(cx, 1, tpu_ir_convert(g, c, t));
   tpu_lower_out(cx, 2, tpu_ir_convert(g, tpu_ir_concat(g, act, 4, 1), t));
   return TPU_OK;
@@ -120,16 +114,16 @@ tpu_status_t tpu_lower_lstm_cell_backward(tpu_lower_ctx_t* cx) {
   tpu_val_t gcy = tpu_arg_present(cx, 1) ? tpu_lower_input(cx, 1, acc) : zero;
   tpu_val_t tanh_cy = tpu_ir_unary(g, TPU_IR_TANH, tpu_lower_input(cx, 3, acc));
   // The gradient reaching the new cell state, through hy and directly.
-  tpu_val_t gc = add(g, mul(g, mul(g, ghy, og), dtanh(g, tanh_cy)), gcy);
+  tpu_val_t gc = tpu_ew_add(g, tpu_ew_mul(g, tpu_ew_mul(g, ghy, og), dtanh(g, tanh_cy)), gcy);
   tpu_val_t grads[4] = {
-      mul(g, mul(g, gc, cg), dsigmoid(g, ig)),
-      mul(g, mul(g, gc, c_prev), dsigmoid(g, fg)),
-      mul(g, mul(g, gc, ig), dtanh(g, cg)),
-      mul(g, mul(g, ghy, tanh_cy), dsigmoid(g, og)),
+      tpu_ew_mul(g, tpu_ew_mul(g, gc, cg), dsigmoid(g, ig)),
+      tpu_ew_mul(g, tpu_ew_mul(g, gc, c_prev), dsigmoid(g, fg)),
+      tpu_ew_mul(g, tpu_ew_mul(g, gc, ig), dtanh(g, cg)),
+      tpu_ew_mul(g, tpu_ew_mul(g, ghy, tanh_cy), dsigmoid(g, og)),
   };
   tpu_val_t gates_grad = tpu_ir_concat(g, grads, 4, 1);
   tpu_lower_out(cx, 0, tpu_ir_convert(g, gates_grad, t));
-  tpu_lower_out(cx, 1, tpu_ir_convert(g, mul(g, gc, fg), t));
+  tpu_lower_out(cx, 1, tpu_ir_convert(g, tpu_ew_mul(g, gc, fg), t));
   tpu_lower_out(cx, 2, tpu_arg_bool(cx, 5, false)
                            ? tpu_ir_convert(g, batch_sum(g, gates_grad), t) : TPU_VAL_NONE);
   return TPU_OK;
@@ -144,13 +138,16 @@ tpu_status_t tpu_lower_gru_cell(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0), acc = tpu_opmath(t);
   tpu_val_t xi = gates(cx, 0, 3, acc), hi = gates(cx, 1, 4, acc), hx = tpu_lower_input(cx, 2, acc);
-  tpu_val_t r = tpu_ir_unary(g, TPU_IR_LOGISTIC, add(g, chunk(g, xi, rows, h, 0),
-                                                     chunk(g, hi, rows, h, 0)));
-  tpu_val_t u = tpu_ir_unary(g, TPU_IR_LOGISTIC, add(g, chunk(g, xi, rows, h, 1),
-                                                     chunk(g, hi, rows, h, 1)));
+  tpu_val_t gate[2];  // r and z: the sigmoid of both sides' sum
+  for (int j = 0; j < 2; ++j)
+    gate[j] = tpu_ir_unary(g, TPU_IR_LOGISTIC,
+                           tpu_ew_add(g, chunk(g, xi, rows, h, j), chunk(g, hi, rows, h, j)));
+  tpu_val_t r = gate[0], u = gate[1];
   tpu_val_t hn = chunk(g, hi, rows, h, 2);
-  tpu_val_t n = tpu_ir_unary(g, TPU_IR_TANH, add(g, chunk(g, xi, rows, h, 2), mul(g, r, hn)));
-  tpu_lower_out(cx, 0, tpu_ir_convert(g, add(g, n, mul(g, u, sub(g, hx, n))), t));
+  tpu_val_t n = tpu_ir_unary(g, TPU_IR_TANH,
+                             tpu_ew_add(g, chunk(g, xi, rows, h, 2), tpu_ew_mul(g, r, hn)));
+  tpu_val_t hy = tpu_ew_add(g, n, tpu_ew_mul(g, u, tpu_ew_sub(g, hx, n)));
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, hy, t));
   tpu_val_t ws[5] = {r, u, n, hx, hn};
   tpu_lower_out(cx, 1, tpu_ir_convert(g, tpu_ir_concat(g, ws, 5, 1), t));
   return TPU_OK;
@@ -171,15 +168,15 @@ tpu_status_t tpu_lower_gru_cell_backward(tpu_lower_ctx_t* cx) {
   tpu_val_t r = chunk(g, ws, rows, h, 0), u = chunk(g, ws, rows, h, 1);
   tpu_val_t n = chunk(g, ws, rows, h, 2), hx = chunk(g, ws, rows, h, 3);
   tpu_val_t hn = chunk(g, ws, rows, h, 4);
-  tpu_val_t gu = mul(g, mul(g, gy, sub(g, hx, n)), dsigmoid(g, u));
-  tpu_val_t gn = mul(g, mul(g, gy, one_minus(g, u)), dtanh(g, n));
-  tpu_val_t gr = mul(g, mul(g, gn, hn), dsigmoid(g, r));
-  tpu_val_t gi_parts[3] = {gr, gu, gn}, gh_parts[3] = {gr, gu, mul(g, gn, r)};
+  tpu_val_t gu = tpu_ew_mul(g, tpu_ew_mul(g, gy, tpu_ew_sub(g, hx, n)), dsigmoid(g, u));
+  tpu_val_t gn = tpu_ew_mul(g, tpu_ew_mul(g, gy, one_minus(g, u)), dtanh(g, n));
+  tpu_val_t gr = tpu_ew_mul(g, tpu_ew_mul(g, gn, hn), dsigmoid(g, r));
+  tpu_val_t gi_parts[3] = {gr, gu, gn}, gh_parts[3] = {gr, gu, tpu_ew_mul(g, gn, r)};
   tpu_val_t gi = tpu_ir_concat(g, gi_parts, 3, 1), gh = tpu_ir_concat(g, gh_parts, 3, 1);
   bool has_bias = tpu_arg_bool(cx, 2, false);
   tpu_lower_out(cx, 0, tpu_ir_convert(g, gi, t));
   tpu_lower_out(cx, 1, tpu_ir_convert(g, gh, t));
-  tpu_lower_out(cx, 2, tpu_ir_convert(g, mul(g, gy, u), t));
+  tpu_lower_out(cx, 2, tpu_ir_convert(g, tpu_ew_mul(g, gy, u), t));
   tpu_lower_out(cx, 3, has_bias ? tpu_ir_convert(g, batch_sum(g, gi), t) : TPU_VAL_NONE);
   tpu_lower_out(cx, 4, has_bias ? tpu_ir_convert(g, batch_sum(g, gh), t) : TPU_VAL_NONE);
   return TPU_OK;

@@ -212,22 +212,23 @@ static tpu_val_t insertion_points(tpu_lower_ctx_t* cx, tpu_val_t seq, int sr, tp
 // index of the repeat it falls in, the insertion point of i after
 // cumsum(repeats).
 tpu_status_t tpu_lower_repeat_interleave(tpu_lower_ctx_t* cx) {
-  if (tpu_arg_rank(cx, 0) != 1) return tpu_invalid("repeat_interleave only accept 1D vector as repeat");
+  if (tpu_arg_rank(cx, 0) != 1)
+    return tpu_invalid("repeat_interleave only accept 1D vector as repeat");
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
   if (t != TPU_I32 && t != TPU_I64) return tpu_not_implemented("repeat_interleave_cpu", t);
   tpu_graph_t* g = cx->g;
   int64_t n = tpu_arg_sizes(cx, 0)[0], m = tpu_arg_int(cx, 1, 0);
-  tpu_val_t r = tpu_lower_input(cx, 0, TPU_I64), zero = tpu_ir_const_i(g, TPU_I64, 0, NULL, 0);
+  tpu_val_t r = tpu_lower_input(cx, 0, TPU_I64);
   int64_t all = 0;
-  tpu_val_t negative = tpu_ir_reduce(g, tpu_ir_compare(g, TPU_CMP_LT, r, tpu_lower_const_like(cx, r, 0)),
-                                     tpu_ir_const_i(g, TPU_BOOL, 0, NULL, 0), &all, 1, TPU_BODY_OR);
-  tpu_lower_assert(cx, negative, TPU_CODE_INVALID_ARGUMENT, "repeats can not be negative");
-  tpu_val_t ends = tpu_lower_scan(cx, r, 0, TPU_IR_ADD, 0);
-  tpu_val_t total = n ? tpu_ir_reshape(g, tpu_ir_slice(g, ends, (int64_t[]){n - 1}, &n, NULL),
-                                       NULL, 0)
-                      : zero;
+  tpu_val_t below = tpu_ir_compare(g, TPU_CMP_LT, r, tpu_lower_const_like(cx, r, 0));
+  tpu_lower_assert(cx, tpu_ir_reduce(g, below, tpu_ir_const_i(g, TPU_BOOL, 0, NULL, 0), &all, 1,
+                                     TPU_BODY_OR),
+                   TPU_CODE_INVALID_ARGUMENT, "repeats can not be negative");
+  tpu_val_t total = tpu_ir_reduce(g, r, tpu_ir_const_i(g, TPU_I64, 0, NULL, 0), &all, 1,
+                                  TPU_BODY_ADD);
   tpu_lower_assert(cx, tpu_ir_compare(g, TPU_CMP_NE, total, tpu_ir_const_i(g, TPU_I64, m, NULL, 0)),
                    TPU_CODE_INVALID_ARGUMENT, "allocated size does not match required size");
+  tpu_val_t ends = tpu_lower_scan(cx, r, 0, TPU_IR_ADD, 0);
   tpu_val_t i = tpu_ir_iota(g, TPU_I64, &m, 1, 0);
   tpu_lower_out(cx, 0, n ? insertion_points(cx, ends, 1, i, &m, 1, true, t)
                          : tpu_ir_const_i(g, t, 0, &m, 1));
