@@ -135,10 +135,14 @@ void set_current_device(c10::DeviceIndex d) {
 
 namespace {
 
-// One in-order stream per device; an event is the point in the device's work
-// where it was recorded (waiting for it waits for the device).
+// One in-order stream per device; an event is a point in the device's work
+// (runtime/src/eager/point.c): query and synchronize look at the executions
+// launched before it, elapsed_time at when they ended.
 struct TpuEvent {
   c10::DeviceIndex device = -1;
+  bool timing = false;
+  tpu_point_t* point = nullptr;
+  ~TpuEvent() { tpu_point_release(point); }
 };
 
 struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
@@ -168,20 +172,36 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return static_cast<c10::DeviceIndex>(device_count());
   }
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
-              const c10::EventFlag) const override {
+              const c10::EventFlag flag) const override {
     if (!*event) *event = new TpuEvent();
     auto* e = static_cast<TpuEvent*>(*event);
     e->device = device_index >= 0 ? device_index : stream.device_index();
-    tpu_status_free(tpu_flush(e->device));  // launch what precedes the event
+    e->timing = flag == c10::EventFlag::BACKEND_DEFAULT;
+    tpu_point_t* point = nullptr;
+    check(tpu_point_record(e->device, &point));
+    tpu_point_release(e->point);
+    e->point = point;
   }
   void block(void*, const c10::Stream&) const override {}  // one stream: in order
   bool queryEvent(void* event) const override {
-    synchronizeEvent(event);
-    return true;
+    auto* e = static_cast<TpuEvent*>(event);
+    return !e || !e->point || tpu_point_reached(e->point);
   }
   void synchronizeEvent(void* event) const override {
     auto* e = static_cast<TpuEvent*>(event);
-    if (e && e->device >= 0) check(tpu_synchronize(e->device));
+    if (e && e->point) check(tpu_point_wait(e->point));
+  }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    auto* a = static_cast<TpuEvent*>(start);
+    auto* b = static_cast<TpuEvent*>(end);
+    TORCH_CHECK(a && a->point && b && b->point,
+                "Both events must be recorded before calculating elapsed time.");
+    TORCH_CHECK(a->timing && b->timing,
+                "Both events must be created with argument 'enable_timing=True'.");
+    TORCH_CHECK(a->device == b->device, "Both events must be recorded on the same device.");
+    TORCH_CHECK(tpu_point_reached(a->point) && tpu_point_reached(b->point),
+                "Both events must be completed before calculating elapsed time.");
+    return tpu_point_elapsed_ms(a->point, b->point);
   }
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
     delete static_cast<TpuEvent*>(event);

@@ -165,3 +165,29 @@ def test_forward_mode_and_functorch_transforms():
         actual = run(model.to("tpu"), to_tpu(x), to_tpu(v))
     for e, a in zip(expected, actual):
         torch.testing.assert_close(a.cpu(), e, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpoint_replays_dropout(reentrant):
+    # Activation checkpointing recomputes the forward in backward with the
+    # device's RNG state restored (it reads torch.tpu._initialized, as
+    # torch.cuda's, to decide whether to save it): the recomputed dropout
+    # masks, and so the gradients, equal an ordinary forward's.
+    from torch.utils.checkpoint import checkpoint
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 8).to("tpu")
+    x = torch.randn(16, 8, device="tpu", requires_grad=True)
+
+    def f(t):
+        return torch.nn.functional.dropout(lin(t), 0.5, training=True).relu()
+
+    grads = []
+    for use_checkpoint in (True, False):
+        torch.manual_seed(3)
+        y = checkpoint(f, x, use_reentrant=reentrant) if use_checkpoint else f(x)
+        torch.rand(4, device="tpu")  # more random ops before backward
+        (y * torch.arange(8.0, device="tpu")).sum().backward()
+        grads.append((y.detach().cpu(), x.grad.cpu(), lin.weight.grad.cpu()))
+        x.grad = lin.weight.grad = lin.bias.grad = None
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)

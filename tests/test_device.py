@@ -1,4 +1,6 @@
 """The device module torch.tpu, torch.accelerator and tensor methods."""
+import time
+
 import pytest
 import torch
 
@@ -73,6 +75,84 @@ def test_streams_and_events():
     with torch.tpu.stream(torch.tpu.Stream()):
         y = x + 1
     assert y.sum().item() == 400
+
+
+def test_event_timing():
+    start, end = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
+    assert isinstance(start, torch.tpu.Event) and isinstance(torch.Event(device="tpu"), torch.tpu.Event)
+    x = torch.randn(512, 512, device="tpu")
+    torch.tpu.synchronize()
+
+    def timed(n):
+        nonlocal x
+        t0 = time.perf_counter()
+        start.record()
+        for _ in range(n):
+            x = torch.tanh(x @ x)
+        end.record()
+        end.synchronize()
+        wall = (time.perf_counter() - t0) * 1e3
+        assert start.query() and end.query()
+        return start.elapsed_time(end), wall
+
+    one, wall_one = timed(1)
+    many, wall_many = timed(40)
+    # The time between the points where the device finished the work before
+    # each event: positive, within the host's wall time around them, and
+    # growing with the work.
+    assert 0 < one <= wall_one and 0 < many <= wall_many
+    assert many > one
+
+
+def test_event_errors():
+    timed, untimed = torch.tpu.Event(enable_timing=True), torch.tpu.Event()
+    assert timed.query()  # not recorded: nothing to wait for, as on CUDA
+    timed.synchronize()
+    with pytest.raises(ValueError, match="must be recorded"):
+        timed.elapsed_time(torch.tpu.Event(enable_timing=True))
+    timed.record()
+    untimed.record()
+    with pytest.raises(ValueError, match="enable_timing=True"):
+        timed.elapsed_time(untimed)
+
+
+def test_event_in_fused_mode():
+    # Recording launches what was recorded before it.
+    with torchtpu.mode("fused"):
+        x = torch.ones(256, device="tpu") * 2
+        e = torch.tpu.Event()
+        e.record()
+        e.synchronize()
+        assert e.query()
+        torch.tpu.current_stream().wait_event(e)
+        assert x.sum().item() == 512
+
+
+def test_cuda_style_module_api():
+    # What code written for torch.cuda (and PyTorch's own device-generic
+    # code) reads from a device module.
+    assert torch.tpu._initialized
+    gens = torch.tpu.default_generators
+    assert len(gens) == torch.tpu.device_count() and gens[0].device == torch.device("tpu:0")
+    assert torch.tpu._get_generator(torch.device("tpu:1")).device == torch.device("tpu:1")
+    free, total = torch.tpu.mem_get_info()
+    assert 0 < free <= total
+    x = torch.ones(1000, device="tpu")
+    summary = torch.tpu.memory_summary()
+    assert "allocated_bytes.all.current" in summary and f"{torch.tpu.memory_allocated():,}" in summary
+    assert torch.tpu.is_bf16_supported()
+    with torch.tpu.device_of(torch.ones(1, device="tpu:1")):
+        assert torch.tpu.current_device() == 1
+    with torch.tpu.device_of(torch.ones(1)):
+        assert torch.tpu.current_device() == 0
+    s = torch.tpu.Stream()
+    torch.tpu.set_stream(s)
+    with torch.tpu.stream(s) as entered:
+        assert entered is s
+        y = x * 2
+    assert y.sum().item() == 2000
+    with pytest.raises(AttributeError, match="no attribute 'not_a_thing'"):
+        torch.tpu.not_a_thing
 
 
 def test_record_stream():

@@ -1,5 +1,4 @@
 """torch.tpu: the device module, shaped like torch.cuda."""
-import contextlib
 
 import torch
 
@@ -15,6 +14,16 @@ init = _lazy_init
 
 def is_initialized() -> bool:
     return _C._is_initialized()
+
+
+def __getattr__(name):
+    # torch.utils.checkpoint saves and restores a device's RNG state only
+    # when its module's `_initialized` (torch.cuda's flag) is true.
+    if name == "_initialized":
+        return is_initialized()
+    if name == "default_generators":  # one per device, as torch.cuda's
+        return tuple(_generator(i) for i in range(device_count()))
+    raise AttributeError(f"module 'torch.tpu' has no attribute '{name}'")
 
 
 def is_available() -> bool:
@@ -67,6 +76,14 @@ class device:
         return False
 
 
+class device_of(device):
+    """Context manager that makes the tensor's device current (a no-op for
+    a tensor on another device type)."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if obj.device.type == "tpu" else None)
+
+
 def synchronize(device=None) -> None:
     """Waits for all work on the device (all devices with device=-1) and
     raises any error a device-side check recorded."""
@@ -79,6 +96,12 @@ def synchronize(device=None) -> None:
 def _generator(device=None):
     _lazy_init()
     return _C._default_generator(_index(device))
+
+
+def _get_generator(device: torch.device) -> torch.Generator:
+    """The default generator of `device` (torch.compile's RNG handling asks
+    each device module for it)."""
+    return _generator(device)
 
 
 def manual_seed(seed: int) -> None:
@@ -152,6 +175,29 @@ def empty_cache() -> None:
     """Device buffers are freed as soon as their tensors are; nothing is cached."""
 
 
+def mem_get_info(device=None):
+    """(free, total) bytes of the device's memory. A device whose plugin
+    reports no limit keeps its buffers in host memory (the CPU plugin):
+    then the host's available and physical memory."""
+    limit = get_device_properties(device).total_memory
+    if limit > 0:
+        return max(limit - memory_allocated(device), 0), limit
+    info = dict(line.split(":", 1) for line in open("/proc/meminfo"))
+    kib = lambda key: int(info[key].split()[0]) * 1024
+    return kib("MemAvailable"), kib("MemTotal")
+
+
+def memory_summary(device=None, abbreviated=False) -> str:
+    """The device's memory statistics as a table (torch.cuda's shape, with
+    the statistics this backend keeps: buffers are freed with their tensors,
+    so reserved memory is allocated memory)."""
+    rows = sorted(memory_stats(device).items())
+    width = max(len(k) for k, _ in rows)
+    lines = [f"tpu:{_index(device)} memory summary", "-" * (width + 18)]
+    lines += [f"{k:<{width}}  {v:>16,}" for k, v in rows]
+    return "\n".join(lines)
+
+
 #===--- properties ---===#
 
 class _DeviceProperties:
@@ -181,6 +227,10 @@ def get_device_name(device=None) -> str:
     return get_device_properties(device).name
 
 
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return True
+
+
 def get_amp_supported_dtype():
     return [torch.bfloat16, torch.float16]
 
@@ -192,10 +242,20 @@ class Stream(torch.Stream):
         return torch.Stream.__new__(cls, device=torch.device("tpu", _index(device)), priority=priority)
 
 
-class Event(torch.Event):
+class _EventType(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, torch.Event) and obj.device.type == "tpu"
+
+
+class Event(metaclass=_EventType):
+    """A torch.Event on tpu. It is a plain torch.Event (PyTorch's
+    elapsed_time and wait take no subclass of it), made on the current
+    device; isinstance(e, torch.tpu.Event) holds for every tpu event."""
+
     def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
-        return torch.Event.__new__(cls, device="tpu", enable_timing=enable_timing,
-                                   blocking=blocking, interprocess=interprocess)
+        return torch.Event(device=torch.device("tpu", current_device()),
+                           enable_timing=enable_timing, blocking=blocking,
+                           interprocess=interprocess)
 
 
 def current_stream(device=None):
@@ -205,6 +265,23 @@ def current_stream(device=None):
 default_stream = current_stream
 
 
-@contextlib.contextmanager
-def stream(s):
-    yield s
+class StreamContext:
+    """Work queued inside runs on the device's one in-order stream, as all
+    work does; kept so that code written for torch.cuda runs."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __enter__(self):
+        return self.stream
+
+    def __exit__(self, *exc):
+        return False
+
+
+def stream(s) -> StreamContext:
+    return StreamContext(s)
+
+
+def set_stream(stream) -> None:
+    """Nothing to set: one in-order stream per device."""

@@ -151,6 +151,41 @@ void test_engine_modes_agree(void) {
   tpu_mode_set(TPU_MODE_STRICT);
 }
 
+// Points in a device's work (torch events): reached once what was launched
+// before them has ended, in time order; in fused mode recording launches.
+void test_engine_points(void) {
+  CHECK_OK(tpu_runtime_init());
+  tpu_point_t *first, *second;
+  CHECK_OK(tpu_point_record(0, &first));
+  float r[4];
+  tpu_mode_set(TPU_MODE_FUSED);
+  float a[4] = {1, 2, 3, 4};
+  tpu_slot_t* s = upload(a, 4);
+  int64_t d4[1] = {4};
+  tpu_view_t v = tpu_view_contiguous(s, TPU_F32, d4, 1);
+  tpu_arg_t m[2] = {tensor_arg(&v), {TPU_ARG_SCALAR, 0, {0}}};
+  m[1].scalar = (tpu_scalar_t){TPU_F64, TPU_TIER_WRAPPED, {0}};
+  m[1].scalar.f = 3.0;
+  CHECK_OK(call_op("mul", m, TPU_WRITE_INTO, into, &v));
+  tpu_metrics_t m0, m1;
+  tpu_metrics_get(&m0);
+  CHECK_OK(tpu_point_record(0, &second));
+  tpu_metrics_get(&m1);
+  CHECK(m1.executions == m0.executions + 1);
+  CHECK_OK(tpu_point_wait(second));
+  CHECK(tpu_point_reached(first) && tpu_point_reached(second));
+  CHECK(tpu_point_elapsed_ms(first, second) >= 0);
+  CHECK_OK(tpu_copy_to_host(&v, r, sizeof r));
+  CHECK(r[3] == 12);
+  tpu_point_t* none = first;
+  CHECK_ERROR(tpu_point_record(99, &none), TPU_CODE_INVALID_ARGUMENT, "device");
+  CHECK(none == NULL);
+  tpu_point_release(first);
+  tpu_point_release(second);
+  tpu_slot_release(s);
+  tpu_mode_set(TPU_MODE_STRICT);
+}
+
 void test_engine_cache_hits(void) {
   CHECK_OK(tpu_runtime_init());
   float r[4];

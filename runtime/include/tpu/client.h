@@ -147,6 +147,11 @@ void tpu_executable_retain(tpu_executable_t* exe);
 // Waits for the event; returns the error of the work it tracks.
 TPU_MUST_USE tpu_status_t tpu_event_await(tpu_event_t* event);
 bool tpu_event_is_ready(tpu_event_t* event);
+// Calls fn(user, status of the work) once the event is ready: now, or later
+// on a thread of the plugin's. fn owns the status.
+TPU_MUST_USE tpu_status_t tpu_event_on_ready(tpu_event_t* event,
+                                             void (*fn)(void* user, tpu_status_t status),
+                                             void* user);
 void tpu_event_destroy(tpu_event_t* event);
 void tpu_executable_release(tpu_executable_t* exe);
 

@@ -102,6 +102,23 @@ TPU_MUST_USE tpu_status_t tpu_synchronize(int device);
 // Runs what is recorded without waiting (fused mode flush point).
 TPU_MUST_USE tpu_status_t tpu_flush(int device);
 
+//===--- points in a device's work (what a torch Event records) ---===//
+
+// A point is reached once every execution launched on its device before it
+// has ended; it keeps the time that happened.
+typedef struct tpu_point tpu_point_t;
+
+// Launches what is recorded on `device` (a failed launch poisons what it
+// wrote, as at any flush) and marks the end of the work launched so far.
+TPU_MUST_USE tpu_status_t tpu_point_record(int device, tpu_point_t** out_point);
+bool tpu_point_reached(tpu_point_t* point);
+// Waits until the point is reached; returns the first error of the
+// executions before it.
+TPU_MUST_USE tpu_status_t tpu_point_wait(tpu_point_t* point);
+// Milliseconds from reaching `start` to reaching `end` (both reached).
+double tpu_point_elapsed_ms(tpu_point_t* start, tpu_point_t* end);
+void tpu_point_release(tpu_point_t* point);
+
 //===--- ops ---===//
 
 typedef enum tpu_arg_kind {

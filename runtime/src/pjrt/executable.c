@@ -270,6 +270,31 @@ bool tpu_event_is_ready(tpu_event_t* e) {
   return ready;
 }
 
+typedef struct on_ready {
+  const PJRT_Api* api;
+  void (*fn)(void* user, tpu_status_t status);
+  void* user;
+} on_ready_t;
+
+static void call_on_ready(PJRT_Error* error, void* arg) {
+  on_ready_t* r = arg;
+  r->fn(r->user, tpu_pjrt_status(r->api, error, "execution"));
+  tpu_free(r);
+}
+
+tpu_status_t tpu_event_on_ready(tpu_event_t* e, void (*fn)(void*, tpu_status_t), void* user) {
+  on_ready_t* r = tpu_malloc(sizeof *r);
+  if (!r) return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  *r = (on_ready_t){e->api, fn, user};
+  PJRT_ARGS(Event_OnReady, a);
+  a.event = e->handle;
+  a.callback = call_on_ready;
+  a.user_arg = r;
+  tpu_status_t s = PJRT_CALL(e->api, Event_OnReady, a);
+  if (s) tpu_free(r);
+  return s;
+}
+
 void tpu_event_destroy(tpu_event_t* e) {
   if (!e) return;
   tpu_pjrt_event_destroy(e->api, e->handle);
