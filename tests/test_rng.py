@@ -41,6 +41,8 @@ DRAWS = {
     "randperm": lambda: torch.randperm(N, device=TPU),
     "multinomial": lambda: torch.multinomial(torch.ones(N, device=TPU), 16),
     "normal_tensor": lambda: torch.normal(torch.zeros(N, device=TPU), torch.ones(N, device=TPU)),
+    "standard_gamma": lambda: torch._standard_gamma(torch.full((N,), 0.7, device=TPU)),
+    "dirichlet": lambda: torch._sample_dirichlet(torch.ones(N // 4, 4, device=TPU)),
 }
 
 
@@ -526,3 +528,56 @@ def test_multinomial_errors():
     check_error(lambda p: torch.multinomial(p, 1), torch.tensor([1.0, float("nan")]))
     check_error(lambda p: torch.multinomial(p, 1, True), torch.tensor([1.0, float("inf")]))
     check_error(lambda p: torch.multinomial(p, 1), torch.tensor([0.0, 0.0]))
+
+
+#===--- gamma and Dirichlet ---===#
+
+def ks_distance(a, b):
+    """The two-sample Kolmogorov-Smirnov statistic of 1-D samples a and b."""
+    both = torch.cat([a, b]).double().sort().values
+    cdf = lambda s: torch.searchsorted(s.double().sort().values, both, right=True) / len(s)
+    return (cdf(a) - cdf(b)).abs().max().item()
+
+
+def ks_critical(n, m):
+    return 1.95 * math.sqrt((n + m) / (n * m))  # rejects equal laws with p < 0.001
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("alpha", [0.05, 0.4, 1.0, 3.5, 60.0])
+def test_standard_gamma_matches_cpu_law(alpha, dtype):
+    # Same law as CPU's sampler (two-sample KS test), in each dtype CUDA
+    # samples (CPU has no half precision kernel: its float32 is the reference).
+    n = 20000
+    x = seeded(lambda: torch._standard_gamma(torch.full((n,), alpha, dtype=dtype, device=TPU)))
+    assert x.dtype == dtype and (x > 0).all()
+    ref_dtype = torch.float64 if dtype == torch.float64 else torch.float32
+    ref = torch._standard_gamma(torch.full((n,), alpha, dtype=ref_dtype))
+    assert ks_distance(x, ref) < ks_critical(n, n) + (0.01 if dtype == torch.bfloat16 else 0)
+
+
+def test_standard_gamma_edge_values():
+    # Exactly CPU's results where they are not random: alpha = inf gives inf;
+    # alpha <= 0, NaN, and samples that underflow give the smallest normal.
+    alpha = torch.tensor([0.0, -1.0, math.nan, math.inf, 1e-30])
+    for dtype in (torch.float32, torch.float64):
+        check(lambda a: torch._standard_gamma(a.to(dtype)), alpha)
+    check_error(lambda a: torch._standard_gamma(a), torch.ones(3, dtype=torch.int64))
+
+
+def test_dirichlet_and_distributions():
+    n, conc = 20000, torch.tensor([0.3, 1.0, 2.5])
+    x = seeded(lambda: torch._sample_dirichlet(conc.to(TPU).expand(n, 3).contiguous()))
+    ref = torch._sample_dirichlet(conc.expand(n, 3).contiguous())
+    torch.testing.assert_close(x.sum(1), torch.ones(n), atol=1e-5, rtol=0)
+    for k in range(3):
+        assert ks_distance(x[:, k], ref[:, k]) < ks_critical(n, n)
+    # torch.distributions built on them sample on the device.
+    with NoFallback():
+        beta = torch.distributions.Beta(torch.tensor(2.0, device=TPU), torch.tensor(5.0, device=TPU))
+        b = beta.sample((n,))
+        gam = torch.distributions.Gamma(torch.full((n,), 3.0, device=TPU), torch.tensor(2.0, device=TPU))
+        g = gam.sample()
+        chi2 = torch.distributions.Chi2(torch.full((n,), 4.0, device=TPU)).sample()
+    assert b.device.type == "tpu" and abs(b.mean().item() - 2 / 7) < 0.01
+    assert abs(g.mean().item() - 1.5) < 0.05 and abs(chi2.mean().item() - 4) < 0.15

@@ -86,7 +86,7 @@ tpu_val_t tpu_rng_unit_closed_open(tpu_lower_ctx_t* cx, tpu_val_t words,
 
 // Uniform in (0, 1] from every bit of the words (the smallest values reach
 // 2^-32 or 2^-64, so logs of it keep long tails): (w + 1) * 2^-bits.
-static tpu_val_t unit_open_closed(tpu_lower_ctx_t* cx, tpu_val_t words,
+tpu_val_t tpu_rng_unit_open_closed(tpu_lower_ctx_t* cx, tpu_val_t words,
                                   tpu_dtype_t compute) {
   tpu_graph_t* g = cx->g;
   if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
@@ -95,8 +95,8 @@ static tpu_val_t unit_open_closed(tpu_lower_ctx_t* cx, tpu_val_t words,
   return tpu_rng_bin(cx, TPU_IR_MUL, f, ldexp(1, -w));
 }
 
-// v[k] of a [2, dims...] value, as a value of shape dims.
-static tpu_val_t plane(tpu_lower_ctx_t* cx, tpu_val_t v, int k, const int64_t* dims,
+// v[k] of a [m, dims...] value, as a value of shape dims.
+tpu_val_t tpu_rng_plane(tpu_lower_ctx_t* cx, tpu_val_t v, int k, const int64_t* dims,
                        int rank) {
   int64_t start[TPU_MAX_RANK + 1] = {0}, limit[TPU_MAX_RANK + 1], strides[TPU_MAX_RANK + 1];
   start[0] = k;
@@ -117,8 +117,8 @@ static tpu_val_t normals(tpu_lower_ctx_t* cx, tpu_dtype_t compute,
   wd[0] = 2;
   memcpy(wd + 1, dims, sizeof(int64_t) * (size_t)rank);
   tpu_val_t words = tpu_rng_words(cx, tpu_rng_words_for(compute), wd, rank + 1);
-  tpu_val_t w1 = plane(cx, words, 0, dims, rank), w2 = plane(cx, words, 1, dims, rank);
-  tpu_val_t u1 = unit_open_closed(cx, w1, compute);
+  tpu_val_t w1 = tpu_rng_plane(cx, words, 0, dims, rank), w2 = tpu_rng_plane(cx, words, 1, dims, rank);
+  tpu_val_t u1 = tpu_rng_unit_open_closed(cx, w1, compute);
   tpu_val_t u2 = tpu_rng_unit_closed_open(cx, w2, compute, tpu_rng_float_digits(compute));
   tpu_val_t r = tpu_ir_unary(g, TPU_IR_SQRT,
                              tpu_rng_bin(cx, TPU_IR_MUL, tpu_ir_unary(g, TPU_IR_LOG, u1), -2));
@@ -129,8 +129,8 @@ static tpu_val_t normals(tpu_lower_ctx_t* cx, tpu_dtype_t compute,
 // Splits a [2, dims...] real value into the complex value of shape dims.
 static tpu_val_t to_complex(tpu_lower_ctx_t* cx, tpu_val_t pair,
                             const int64_t* dims, int rank) {
-  return tpu_ir_binary(cx->g, TPU_IR_COMPLEX, plane(cx, pair, 0, dims, rank),
-                       plane(cx, pair, 1, dims, rank));
+  return tpu_ir_binary(cx->g, TPU_IR_COMPLEX, tpu_rng_plane(cx, pair, 0, dims, rank),
+                       tpu_rng_plane(cx, pair, 1, dims, rank));
 }
 
 // The shape random values are drawn in for `self`: its own, or [2, ...] for
@@ -343,7 +343,7 @@ const char* tpu_rng_c_type_name(tpu_dtype_t t) {
 tpu_val_t tpu_rng_exp1(tpu_lower_ctx_t* cx, tpu_dtype_t compute, const int64_t* dims, int rank) {
   tpu_graph_t* g = cx->g;
   tpu_dtype_t w = tpu_rng_words_for(compute);
-  tpu_val_t u = unit_open_closed(cx, tpu_rng_words(cx, w, dims, rank), compute);
+  tpu_val_t u = tpu_rng_unit_open_closed(cx, tpu_rng_words(cx, w, dims, rank), compute);
   tpu_val_t e = tpu_ir_unary(g, TPU_IR_NEG, tpu_ir_unary(g, TPU_IR_LOG, u));
   tpu_val_t one = tpu_ir_compare(g, TPU_CMP_GE, u, tpu_lower_const_like(cx, u, 1));
   return tpu_ir_select(g, one, tpu_lower_const_like(cx, e, ldexp(1, -word_bits(w) - 1)), e);

@@ -1,4 +1,4 @@
-// Private to the random-number lowerings (lower_rng.c, lower_rng_discrete.c):
+// Private to the random-number lowerings (lower_rng*.c):
 // this op's random words and the floats and variates made from them.
 #ifndef TPU_LOWER_RNG_H_
 #define TPU_LOWER_RNG_H_
@@ -15,6 +15,10 @@ tpu_dtype_t tpu_rng_words_for(tpu_dtype_t compute);
 // each word, in `compute` (exact: digits fit its significand).
 tpu_val_t tpu_rng_unit_closed_open(tpu_lower_ctx_t* cx, tpu_val_t words, tpu_dtype_t compute,
                                    int digits);
+// Uniform in (0, 1] from every bit of the words.
+tpu_val_t tpu_rng_unit_open_closed(tpu_lower_ctx_t* cx, tpu_val_t words, tpu_dtype_t compute);
+// v[k] of a [m, dims...] value, as a value of shape dims.
+tpu_val_t tpu_rng_plane(tpu_lower_ctx_t* cx, tpu_val_t v, int k, const int64_t* dims, int rank);
 // -log(u) for u in (0, 1]: Exp(1) variates, never 0.
 tpu_val_t tpu_rng_exp1(tpu_lower_ctx_t* cx, tpu_dtype_t compute, const int64_t* dims, int rank);
 // The largest finite value of a float dtype.
