@@ -43,6 +43,7 @@ DRAWS = {
     "normal_tensor": lambda: torch.normal(torch.zeros(N, device=TPU), torch.ones(N, device=TPU)),
     "standard_gamma": lambda: torch._standard_gamma(torch.full((N,), 0.7, device=TPU)),
     "dirichlet": lambda: torch._sample_dirichlet(torch.ones(N // 4, 4, device=TPU)),
+    "poisson": lambda: torch.poisson(torch.linspace(0, 30, N, device=TPU)),
 }
 
 
@@ -581,3 +582,27 @@ def test_dirichlet_and_distributions():
         chi2 = torch.distributions.Chi2(torch.full((n,), 4.0, device=TPU)).sample()
     assert b.device.type == "tpu" and abs(b.mean().item() - 2 / 7) < 0.01
     assert abs(g.mean().item() - 1.5) < 0.05 and abs(chi2.mean().item() - 4) < 0.15
+
+
+#===--- Poisson ---===#
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("rate", [0.05, 2.5, 9.5, 10.0, 40.0, 500.0])
+def test_poisson_matches_cpu_law(rate, dtype):
+    # Rates below 10 take the inversion, from 10 on the rejection sampler.
+    n = 20000
+    x = seeded(lambda: torch.poisson(torch.full((n,), rate, dtype=dtype, device=TPU)))
+    assert x.dtype == dtype and torch.equal(x, x.round()) and (x >= 0).all()
+    ref = torch.poisson(torch.full((n,), rate, dtype=torch.float64))
+    slack = 0.01 if dtype == torch.float16 and rate == 500.0 else 0  # counts rounded to half
+    assert ks_distance(x.double(), ref) < ks_critical(n, n) + slack
+
+
+def test_poisson_edge_values_and_errors():
+    rates = torch.tensor([0.0, math.inf, 1e-30])
+    x = seeded(lambda: torch.poisson(rates.to(TPU)))
+    assert x.tolist() == [0.0, math.inf, 0.0]
+    # A negative or NaN rate: CPU's error, raised at the next sync.
+    for bad in (-1.0, math.nan):
+        check_error(torch.poisson, torch.tensor([1.0, bad]))
+    check_error(torch.poisson, torch.ones(3, dtype=torch.int64))

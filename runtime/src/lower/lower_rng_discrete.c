@@ -1,5 +1,5 @@
-// Random integers, permutations and categorical draws: random_, randperm,
-// multinomial. The random words they start from: lower_rng.c.
+// Random integers, permutations, categorical and Poisson draws: random_,
+// randperm, multinomial, poisson. The random words they start from: lower_rng.c.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -360,5 +360,144 @@ tpu_status_t tpu_lower_multinomial(tpu_lower_ctx_t* cx) {
   out = tpu_ir_convert(g, out, TPU_I64);
   if (rank == 1) out = tpu_ir_reshape(g, out, &ns, 1);
   tpu_lower_out(cx, 0, out);
+  return TPU_OK;
+}
+
+//===--- poisson ---===//
+
+enum {
+  POISSON_TERMS = 64,   // inversion: P(X >= 64) < 1e-25 for rates below 10
+  POISSON_ROUNDS = 24,  // rejection: each proposal accepted with p > 0.89
+};
+
+// Rates below 10: inversion. X = #{k : P(X > k) > v} for one v in (0, 1],
+// with P(X > k) summed from the small terms up (no rounding near 1).
+static tpu_val_t poisson_inversion(tpu_lower_ctx_t* cx, tpu_val_t lam, tpu_val_t v,
+                                   const int64_t* dims, int rank) {
+  tpu_graph_t* g = cx->g;
+  tpu_dtype_t t = tpu_ir_dtype(g, lam);
+  int64_t td[TPU_MAX_RANK + 1], bd[TPU_MAX_RANK];
+  td[0] = POISSON_TERMS;
+  for (int i = 0; i < rank; ++i) {
+    td[i + 1] = dims[i];
+    bd[i] = i + 1;
+  }
+  // term[i] = P(X = i + 1) = exp((i + 1) log lam - lam - lgamma(i + 2))
+  tpu_val_t j = tpu_rng_bin(cx, TPU_IR_ADD, tpu_ir_iota(g, t, td, rank + 1, 0), 1);
+  tpu_val_t loglam = tpu_ir_broadcast(g, tpu_ir_unary(g, TPU_IR_LOG, lam), td, rank + 1, bd);
+  tpu_val_t lamb = tpu_ir_broadcast(g, lam, td, rank + 1, bd);
+  tpu_val_t e = tpu_ir_binary(g, TPU_IR_SUB, tpu_ir_binary(g, TPU_IR_MUL, j, loglam), lamb);
+  e = tpu_ir_binary(g, TPU_IR_SUB, e,
+                    tpu_ir_unary(g, TPU_IR_LGAMMA, tpu_rng_bin(cx, TPU_IR_ADD, j, 1)));
+  tpu_val_t term = tpu_ir_unary(g, TPU_IR_EXP, e);
+  int64_t axis = 0;
+  tpu_val_t tail = tpu_ir_reverse(g, tpu_lower_scan(cx, tpu_ir_reverse(g, term, &axis, 1), 0,
+                                                    TPU_IR_ADD, 0),
+                                  &axis, 1);  // tail[k] = P(X > k)
+  tpu_val_t above = tpu_ir_compare(g, TPU_CMP_GT, tail, tpu_ir_broadcast(g, v, td, rank + 1, bd));
+  tpu_val_t ones = tpu_ir_convert(g, above, t);
+  return tpu_ir_reduce(g, ones, tpu_ir_const(g, t, 0, NULL, 0), &axis, 1, TPU_BODY_ADD);
+}
+
+// Rates of 10 and more: Hoermann's transformed rejection (PTRS), as
+// PyTorch's kernels use it, with a fixed number of proposals; the first
+// accepted one wins.
+static tpu_val_t poisson_rejection(tpu_lower_ctx_t* cx, tpu_val_t lam, tpu_val_t words,
+                                   const int64_t* dims, int rank) {
+  tpu_graph_t* g = cx->g;
+  tpu_dtype_t t = tpu_ir_dtype(g, lam);
+  int digits = tpu_rng_float_digits(t);
+  tpu_val_t slam = tpu_ir_unary(g, TPU_IR_SQRT, lam);
+  tpu_val_t loglam = tpu_ir_unary(g, TPU_IR_LOG, lam);
+  tpu_val_t b = tpu_rng_bin(cx, TPU_IR_ADD, tpu_rng_bin(cx, TPU_IR_MUL, slam, 2.53), 0.931);
+  tpu_val_t a = tpu_rng_bin(cx, TPU_IR_ADD, tpu_rng_bin(cx, TPU_IR_MUL, b, 0.02483), -0.059);
+  tpu_val_t one = tpu_lower_const_like(cx, lam, 1);
+  tpu_val_t invalpha = tpu_rng_bin(
+      cx, TPU_IR_ADD,
+      tpu_rng_bin(cx, TPU_IR_MUL,
+                  tpu_ir_binary(g, TPU_IR_DIV, one, tpu_rng_bin(cx, TPU_IR_SUB, b, 3.4)), 1.1328),
+      1.1239);
+  tpu_val_t vr = tpu_rng_bin(
+      cx, TPU_IR_ADD,
+      tpu_rng_bin(cx, TPU_IR_MUL,
+                  tpu_ir_binary(g, TPU_IR_DIV, one, tpu_rng_bin(cx, TPU_IR_SUB, b, 2)), -3.6224),
+      0.9277);
+  tpu_val_t result = tpu_ir_unary(g, TPU_IR_FLOOR, lam);  // all rejected: p < 1e-23
+  for (int r = POISSON_ROUNDS - 1; r >= 0; --r) {
+    tpu_val_t u = tpu_rng_bin(cx, TPU_IR_SUB,
+                              tpu_rng_unit_closed_open(
+                                  cx, tpu_rng_plane(cx, words, 1 + 2 * r, dims, rank), t, digits),
+                              0.5);
+    tpu_val_t v = tpu_rng_unit_closed_open(cx, tpu_rng_plane(cx, words, 2 + 2 * r, dims, rank), t,
+                                           digits);
+    tpu_val_t us = tpu_ir_binary(g, TPU_IR_SUB, tpu_lower_const_like(cx, u, 0.5),
+                                 tpu_ir_unary(g, TPU_IR_ABS, u));
+    // k = floor((2a / us + b) u + lam + 0.43)
+    tpu_val_t k = tpu_ir_binary(
+        g, TPU_IR_MUL,
+        tpu_ir_binary(g, TPU_IR_ADD,
+                      tpu_ir_binary(g, TPU_IR_DIV, tpu_rng_bin(cx, TPU_IR_MUL, a, 2), us), b),
+        u);
+    k = tpu_ir_unary(g, TPU_IR_FLOOR,
+                     tpu_rng_bin(cx, TPU_IR_ADD, tpu_ir_binary(g, TPU_IR_ADD, k, lam), 0.43));
+    tpu_val_t quick = tpu_ir_binary(
+        g, TPU_IR_AND, tpu_ir_compare(g, TPU_CMP_GE, us, tpu_lower_const_like(cx, us, 0.07)),
+        tpu_ir_compare(g, TPU_CMP_LE, v, vr));
+    tpu_val_t reject = tpu_ir_binary(
+        g, TPU_IR_OR, tpu_ir_compare(g, TPU_CMP_LT, k, tpu_lower_const_like(cx, k, 0)),
+        tpu_ir_binary(g, TPU_IR_AND,
+                      tpu_ir_compare(g, TPU_CMP_LT, us, tpu_lower_const_like(cx, us, 0.013)),
+                      tpu_ir_compare(g, TPU_CMP_GT, v, us)));
+    // log v + log invalpha - log(a / us^2 + b) <= -lam + k log lam - lgamma(k + 1)
+    tpu_val_t lhs = tpu_ir_binary(
+        g, TPU_IR_SUB,
+        tpu_ir_binary(g, TPU_IR_ADD, tpu_ir_unary(g, TPU_IR_LOG, v),
+                      tpu_ir_unary(g, TPU_IR_LOG, invalpha)),
+        tpu_ir_unary(g, TPU_IR_LOG,
+                     tpu_ir_binary(g, TPU_IR_ADD,
+                                   tpu_ir_binary(g, TPU_IR_DIV, a,
+                                                 tpu_ir_binary(g, TPU_IR_MUL, us, us)),
+                                   b)));
+    tpu_val_t rhs = tpu_ir_binary(
+        g, TPU_IR_SUB,
+        tpu_ir_binary(g, TPU_IR_SUB, tpu_ir_binary(g, TPU_IR_MUL, k, loglam), lam),
+        tpu_ir_unary(g, TPU_IR_LGAMMA, tpu_rng_bin(cx, TPU_IR_ADD, k, 1)));
+    tpu_val_t slow = tpu_ir_binary(g, TPU_IR_AND, tpu_ir_unary(g, TPU_IR_NOT, reject),
+                                   tpu_ir_compare(g, TPU_CMP_LE, lhs, rhs));
+    result = tpu_ir_select(g, tpu_ir_binary(g, TPU_IR_OR, quick, slow), k, result);
+  }
+  return result;
+}
+
+// poisson(Tensor self, Generator? generator) -> Tensor
+tpu_status_t tpu_lower_poisson(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  tpu_dtype_t out = tpu_arg_value_dtype(cx, 0);
+  if (!tpu_dtype_is_float(out)) return tpu_not_implemented("poisson", out);
+  tpu_dtype_t t = tpu_opmath(out);
+  const int64_t* dims = tpu_arg_sizes(cx, 0);
+  int rank = tpu_arg_rank(cx, 0);
+  tpu_val_t lam = tpu_ir_convert(g, tpu_lower_tensor(cx, 0), t);
+  tpu_val_t bad = tpu_ir_reduce(
+      g, tpu_ir_unary(g, TPU_IR_NOT, tpu_ir_compare(g, TPU_CMP_GE, lam,
+                                                    tpu_lower_const_like(cx, lam, 0))),
+      tpu_ir_const(g, TPU_BOOL, 0, NULL, 0), tpu_all_dims, rank, TPU_BODY_OR);
+  tpu_lower_assert(cx, bad, TPU_CODE_INVALID_ARGUMENT,
+                   "invalid Poisson rate, expected rate to be non-negative");
+  // Words: one for the inversion, two per rejection proposal.
+  int64_t wd[TPU_MAX_RANK + 1];
+  wd[0] = 1 + 2 * POISSON_ROUNDS;
+  memcpy(wd + 1, dims, sizeof(int64_t) * (size_t)rank);
+  tpu_val_t words = tpu_rng_words(cx, tpu_rng_words_for(t), wd, rank + 1);
+  // The rejection branch computes on rates of at least 10 only.
+  tpu_val_t big = tpu_ir_compare(g, TPU_CMP_GE, lam, tpu_lower_const_like(cx, lam, 10));
+  tpu_val_t big_lam = tpu_ir_select(g, big, lam, tpu_lower_const_like(cx, lam, 10));
+  tpu_val_t small_lam = tpu_ir_select(g, big, tpu_lower_const_like(cx, lam, 0), lam);
+  tpu_val_t v = tpu_rng_unit_open_closed(cx, tpu_rng_plane(cx, words, 0, dims, rank), t);
+  tpu_val_t x = tpu_ir_select(g, big, poisson_rejection(cx, big_lam, words, dims, rank),
+                              poisson_inversion(cx, small_lam, v, dims, rank));
+  x = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_EQ, lam, tpu_lower_const_like(cx, lam, INFINITY)),
+                    lam, x);
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, x, out));
   return TPU_OK;
 }
