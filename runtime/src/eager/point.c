@@ -51,25 +51,22 @@ tpu_status_t tpu_point_record(int device, tpu_point_t** out) {
   p->pending = 1;
   tpu_dev_lock(d);
   tpu_status_free(tpu_dev_flush(d));
-  tpu_status_t s = TPU_OK;
-  for (int i = 0; i < d->num_inflight && !s; ++i) {
+  for (int i = 0; i < d->num_inflight; ++i) {
     if (tpu_event_is_ready(d->inflight[i])) continue;
     mtx_lock(&p->mu);
     ++p->pending;
     mtx_unlock(&p->mu);
     atomic_fetch_add(&p->refs, 1);
-    s = tpu_event_on_ready(d->inflight[i], execution_ended, p);
-    if (s) {  // wait for that execution here instead
-      arrive(p, tpu_event_await(d->inflight[i]));
-      tpu_point_release(p);
+    tpu_status_t s = tpu_event_on_ready(d->inflight[i], execution_ended, p);
+    if (s) {  // no callback: wait for that execution here instead
       tpu_status_free(s);
-      s = TPU_OK;
+      execution_ended(p, tpu_event_await(d->inflight[i]));
     }
   }
   tpu_dev_unlock(d);
   arrive(p, TPU_OK);
   *out = p;
-  return s;
+  return TPU_OK;
 }
 
 bool tpu_point_reached(tpu_point_t* p) {
