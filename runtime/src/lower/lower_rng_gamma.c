@@ -16,10 +16,16 @@ static tpu_val_t cmp(tpu_lower_ctx_t* cx, tpu_cmp_t c, tpu_val_t a, double b) {
   return tpu_ir_compare(cx->g, c, a, tpu_lower_const_like(cx, a, b));
 }
 
+// Uniform in (0, 1] from plane k of the words.
+static tpu_val_t uniform(tpu_lower_ctx_t* cx, tpu_val_t words, int k, const int64_t* dims,
+                         int rank, tpu_dtype_t compute) {
+  return tpu_rng_unit_open_closed(cx, tpu_rng_plane(cx, words, k, dims, rank), compute);
+}
+
 // Standard gamma variates of the concentrations `alpha` (shape dims, dtype
 // compute), from this op's random words.
 static tpu_val_t gamma_variates(tpu_lower_ctx_t* cx, tpu_val_t alpha, tpu_dtype_t compute,
-                       const int64_t* dims, int rank) {
+                                const int64_t* dims, int rank) {
   tpu_graph_t* g = cx->g;
   // Words: ROUNDS for the normals (Box-Muller, two per pair), ROUNDS for
   // the acceptance uniforms, one for the boost.
@@ -28,11 +34,10 @@ static tpu_val_t gamma_variates(tpu_lower_ctx_t* cx, tpu_val_t alpha, tpu_dtype_
   memcpy(wd + 1, dims, sizeof(int64_t) * (size_t)rank);
   tpu_val_t words = tpu_rng_words(cx, tpu_rng_words_for(compute), wd, rank + 1);
   int digits = tpu_rng_float_digits(compute);
-#define UNIFORM(k) tpu_rng_unit_open_closed(cx, tpu_rng_plane(cx, words, (k), dims, rank), compute)
 
   // alpha < 1: Gamma(alpha) = Gamma(alpha + 1) * U^(1 / alpha).
   tpu_val_t small = cmp(cx, TPU_CMP_LT, alpha, 1);
-  tpu_val_t boost = tpu_ir_binary(g, TPU_IR_POW, UNIFORM(2 * ROUNDS),
+  tpu_val_t boost = tpu_ir_binary(g, TPU_IR_POW, uniform(cx, words, 2 * ROUNDS, dims, rank, compute),
                                   tpu_ir_binary(g, TPU_IR_DIV, tpu_lower_const_like(cx, alpha, 1),
                                                 alpha));
   tpu_val_t scale = tpu_ir_select(g, small, boost, tpu_lower_const_like(cx, alpha, 1));
@@ -43,7 +48,7 @@ static tpu_val_t gamma_variates(tpu_lower_ctx_t* cx, tpu_val_t alpha, tpu_dtype_
   tpu_val_t result = d;  // if every proposal were rejected (p < 1e-20)
   tpu_val_t x[ROUNDS];
   for (int k = 0; k < ROUNDS; k += 2) {
-    tpu_val_t u1 = UNIFORM(k);
+    tpu_val_t u1 = uniform(cx, words, k, dims, rank, compute);
     tpu_val_t u2 = tpu_rng_unit_closed_open(cx, tpu_rng_plane(cx, words, k + 1, dims, rank),
                                             compute, digits);
     tpu_val_t r = tpu_ir_unary(g, TPU_IR_SQRT,
@@ -56,7 +61,7 @@ static tpu_val_t gamma_variates(tpu_lower_ctx_t* cx, tpu_val_t alpha, tpu_dtype_
   for (int k = ROUNDS - 1; k >= 0; --k) {
     tpu_val_t y = tpu_rng_bin(cx, TPU_IR_ADD, tpu_ir_binary(g, TPU_IR_MUL, c, x[k]), 1);
     tpu_val_t v = tpu_ir_binary(g, TPU_IR_MUL, tpu_ir_binary(g, TPU_IR_MUL, y, y), y);
-    tpu_val_t u = UNIFORM(ROUNDS + k);
+    tpu_val_t u = uniform(cx, words, ROUNDS + k, dims, rank, compute);
     tpu_val_t xx = tpu_ir_binary(g, TPU_IR_MUL, x[k], x[k]);
     // Squeeze: u < 1 - 0.0331 x^4; else log u < x^2 / 2 + d (1 - v + log v).
     tpu_val_t squeeze = tpu_ir_compare(
@@ -76,7 +81,6 @@ static tpu_val_t gamma_variates(tpu_lower_ctx_t* cx, tpu_val_t alpha, tpu_dtype_
                       tpu_ir_compare(g, TPU_CMP_LT, tpu_ir_unary(g, TPU_IR_LOG, u), bound)));
     result = tpu_ir_select(g, accept, tpu_ir_binary(g, TPU_IR_MUL, d, v), result);
   }
-#undef UNIFORM
   result = tpu_ir_binary(g, TPU_IR_MUL, result, scale);
   // As on CPU: alpha = inf gives inf; alpha <= 0 or NaN, and samples that
   // underflow, give the smallest normal number.
