@@ -37,9 +37,9 @@ static tpu_val_t gamma_variates(tpu_lower_ctx_t* cx, tpu_val_t alpha, tpu_dtype_
 
   // alpha < 1: Gamma(alpha) = Gamma(alpha + 1) * U^(1 / alpha).
   tpu_val_t small = cmp(cx, TPU_CMP_LT, alpha, 1);
-  tpu_val_t boost = tpu_ir_binary(g, TPU_IR_POW, uniform(cx, words, 2 * ROUNDS, dims, rank, compute),
-                                  tpu_ir_binary(g, TPU_IR_DIV, tpu_lower_const_like(cx, alpha, 1),
-                                                alpha));
+  tpu_val_t inv_alpha = tpu_ir_binary(g, TPU_IR_DIV, tpu_lower_const_like(cx, alpha, 1), alpha);
+  tpu_val_t boost = tpu_ir_binary(
+      g, TPU_IR_POW, uniform(cx, words, 2 * ROUNDS, dims, rank, compute), inv_alpha);
   tpu_val_t scale = tpu_ir_select(g, small, boost, tpu_lower_const_like(cx, alpha, 1));
   tpu_val_t a = tpu_ir_select(g, small, tpu_rng_bin(cx, TPU_IR_ADD, alpha, 1), alpha);
   tpu_val_t d = tpu_rng_bin(cx, TPU_IR_SUB, a, 1.0 / 3.0);
