@@ -109,21 +109,32 @@ tpu_val_t tpu_rng_plane(tpu_lower_ctx_t* cx, tpu_val_t v, int k, const int64_t* 
   return tpu_ir_reshape(cx->g, tpu_ir_slice(cx->g, v, start, limit, strides), dims, rank);
 }
 
+tpu_val_t tpu_rng_word_planes(tpu_lower_ctx_t* cx, int m, tpu_dtype_t compute,
+                              const int64_t* dims, int rank) {
+  int64_t wd[TPU_MAX_RANK + 1];
+  wd[0] = m;
+  memcpy(wd + 1, dims, sizeof(int64_t) * (size_t)rank);
+  return tpu_rng_words(cx, tpu_rng_words_for(compute), wd, rank + 1);
+}
+
+void tpu_rng_polar(tpu_lower_ctx_t* cx, tpu_val_t w1, tpu_val_t w2, tpu_dtype_t compute,
+                   tpu_val_t* radius, tpu_val_t* angle) {
+  tpu_graph_t* g = cx->g;
+  tpu_val_t u1 = tpu_rng_unit_open_closed(cx, w1, compute);
+  tpu_val_t u2 = tpu_rng_unit_closed_open(cx, w2, compute, tpu_rng_float_digits(compute));
+  *radius = tpu_ir_unary(g, TPU_IR_SQRT,
+                         tpu_rng_bin(cx, TPU_IR_MUL, tpu_ir_unary(g, TPU_IR_LOG, u1), -2));
+  *angle = tpu_rng_bin(cx, TPU_IR_MUL, u2, 2 * M_PI);
+}
+
 // Standard normals in `compute` of shape dims (Box-Muller).
 static tpu_val_t normals(tpu_lower_ctx_t* cx, tpu_dtype_t compute,
                          const int64_t* dims, int rank) {
-  tpu_graph_t* g = cx->g;
-  int64_t wd[TPU_MAX_RANK + 1];
-  wd[0] = 2;
-  memcpy(wd + 1, dims, sizeof(int64_t) * (size_t)rank);
-  tpu_val_t words = tpu_rng_words(cx, tpu_rng_words_for(compute), wd, rank + 1);
-  tpu_val_t w1 = tpu_rng_plane(cx, words, 0, dims, rank), w2 = tpu_rng_plane(cx, words, 1, dims, rank);
-  tpu_val_t u1 = tpu_rng_unit_open_closed(cx, w1, compute);
-  tpu_val_t u2 = tpu_rng_unit_closed_open(cx, w2, compute, tpu_rng_float_digits(compute));
-  tpu_val_t r = tpu_ir_unary(g, TPU_IR_SQRT,
-                             tpu_rng_bin(cx, TPU_IR_MUL, tpu_ir_unary(g, TPU_IR_LOG, u1), -2));
-  tpu_val_t c = tpu_ir_unary(g, TPU_IR_COS, tpu_rng_bin(cx, TPU_IR_MUL, u2, 2 * M_PI));
-  return tpu_ir_binary(g, TPU_IR_MUL, r, c);
+  tpu_val_t words = tpu_rng_word_planes(cx, 2, compute, dims, rank);
+  tpu_val_t r, angle;
+  tpu_rng_polar(cx, tpu_rng_plane(cx, words, 0, dims, rank),
+                tpu_rng_plane(cx, words, 1, dims, rank), compute, &r, &angle);
+  return tpu_ir_binary(cx->g, TPU_IR_MUL, r, tpu_ir_unary(cx->g, TPU_IR_COS, angle));
 }
 
 // Splits a [2, dims...] real value into the complex value of shape dims.
@@ -256,18 +267,14 @@ tpu_status_t tpu_lower_normal_(tpu_lower_ctx_t* cx) {
   return TPU_OK;
 }
 
-// Asserts (on the device) that every element of std is >= 0.
-static void assert_std(tpu_lower_ctx_t* cx, tpu_val_t std) {
+void tpu_rng_assert_nonnegative(tpu_lower_ctx_t* cx, tpu_val_t v, const char* message) {
   tpu_graph_t* g = cx->g;
   if (!tpu_graph_ok(g)) return;
-  int rank = tpu_ir_rank(g, std);
-  int64_t all[TPU_MAX_RANK];
-  for (int i = 0; i < rank; ++i) all[i] = i;
-  tpu_val_t ok = tpu_ir_compare(g, TPU_CMP_GE, std, tpu_lower_const_like(cx, std, 0));
+  tpu_val_t ok = tpu_rng_cmp(cx, TPU_CMP_GE, v, 0);
   tpu_val_t bad = tpu_ir_reduce(g, tpu_ir_unary(g, TPU_IR_NOT, ok),
-                                tpu_ir_const(g, TPU_BOOL, 0, NULL, 0), all, rank, TPU_BODY_OR);
-  tpu_lower_assert(cx, bad, TPU_CODE_INVALID_ARGUMENT,
-                   "normal expects all elements of std >= 0.0");
+                                tpu_ir_const(g, TPU_BOOL, 0, NULL, 0), tpu_all_dims,
+                                tpu_ir_rank(g, v), TPU_BODY_OR);
+  tpu_lower_assert(cx, bad, TPU_CODE_INVALID_ARGUMENT, message);
 }
 
 // normal.Tensor_float(Tensor mean, float std=1, *, Generator? generator)
@@ -291,7 +298,9 @@ tpu_status_t tpu_lower_normal(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(tpu_broadcast_shapes(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0),
                                            tpu_arg_sizes(cx, 1), tpu_arg_rank(cx, 1), shape,
                                            &rank));
-  if (std_t) assert_std(cx, tpu_lower_tensor(cx, 1));
+  if (std_t)
+    tpu_rng_assert_nonnegative(cx, tpu_lower_tensor(cx, 1),
+                               "normal expects all elements of std >= 0.0");
   TPU_RETURN_IF_ERROR(tpu_lower_broadcast_inputs(cx, ms, 2, compute, v));
   tpu_val_t z = std_normals(cx, out, shape, rank);
   tpu_lower_out(cx, 0, affine(cx, z, v[1], v[0], out));

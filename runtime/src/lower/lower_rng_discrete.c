@@ -440,13 +440,11 @@ static tpu_val_t poisson_rejection(tpu_lower_ctx_t* cx, tpu_val_t lam, tpu_val_t
         u);
     k = tpu_ir_unary(g, TPU_IR_FLOOR,
                      tpu_rng_bin(cx, TPU_IR_ADD, tpu_ir_binary(g, TPU_IR_ADD, k, lam), 0.43));
-    tpu_val_t quick = tpu_ir_binary(
-        g, TPU_IR_AND, tpu_ir_compare(g, TPU_CMP_GE, us, tpu_lower_const_like(cx, us, 0.07)),
-        tpu_ir_compare(g, TPU_CMP_LE, v, vr));
+    tpu_val_t quick = tpu_ir_binary(g, TPU_IR_AND, tpu_rng_cmp(cx, TPU_CMP_GE, us, 0.07),
+                                    tpu_ir_compare(g, TPU_CMP_LE, v, vr));
     tpu_val_t reject = tpu_ir_binary(
-        g, TPU_IR_OR, tpu_ir_compare(g, TPU_CMP_LT, k, tpu_lower_const_like(cx, k, 0)),
-        tpu_ir_binary(g, TPU_IR_AND,
-                      tpu_ir_compare(g, TPU_CMP_LT, us, tpu_lower_const_like(cx, us, 0.013)),
+        g, TPU_IR_OR, tpu_rng_cmp(cx, TPU_CMP_LT, k, 0),
+        tpu_ir_binary(g, TPU_IR_AND, tpu_rng_cmp(cx, TPU_CMP_LT, us, 0.013),
                       tpu_ir_compare(g, TPU_CMP_GT, v, us)));
     // log v + log invalpha - log(a / us^2 + b) <= -lam + k log lam - lgamma(k + 1)
     tpu_val_t lhs = tpu_ir_binary(
@@ -478,26 +476,17 @@ tpu_status_t tpu_lower_poisson(tpu_lower_ctx_t* cx) {
   const int64_t* dims = tpu_arg_sizes(cx, 0);
   int rank = tpu_arg_rank(cx, 0);
   tpu_val_t lam = tpu_ir_convert(g, tpu_lower_tensor(cx, 0), t);
-  tpu_val_t bad = tpu_ir_reduce(
-      g, tpu_ir_unary(g, TPU_IR_NOT, tpu_ir_compare(g, TPU_CMP_GE, lam,
-                                                    tpu_lower_const_like(cx, lam, 0))),
-      tpu_ir_const(g, TPU_BOOL, 0, NULL, 0), tpu_all_dims, rank, TPU_BODY_OR);
-  tpu_lower_assert(cx, bad, TPU_CODE_INVALID_ARGUMENT,
-                   "invalid Poisson rate, expected rate to be non-negative");
+  tpu_rng_assert_nonnegative(cx, lam, "invalid Poisson rate, expected rate to be non-negative");
   // Words: one for the inversion, two per rejection proposal.
-  int64_t wd[TPU_MAX_RANK + 1];
-  wd[0] = 1 + 2 * POISSON_ROUNDS;
-  memcpy(wd + 1, dims, sizeof(int64_t) * (size_t)rank);
-  tpu_val_t words = tpu_rng_words(cx, tpu_rng_words_for(t), wd, rank + 1);
+  tpu_val_t words = tpu_rng_word_planes(cx, 1 + 2 * POISSON_ROUNDS, t, dims, rank);
   // The rejection branch computes on rates of at least 10 only.
-  tpu_val_t big = tpu_ir_compare(g, TPU_CMP_GE, lam, tpu_lower_const_like(cx, lam, 10));
+  tpu_val_t big = tpu_rng_cmp(cx, TPU_CMP_GE, lam, 10);
   tpu_val_t big_lam = tpu_ir_select(g, big, lam, tpu_lower_const_like(cx, lam, 10));
   tpu_val_t small_lam = tpu_ir_select(g, big, tpu_lower_const_like(cx, lam, 0), lam);
   tpu_val_t v = tpu_rng_unit_open_closed(cx, tpu_rng_plane(cx, words, 0, dims, rank), t);
   tpu_val_t x = tpu_ir_select(g, big, poisson_rejection(cx, big_lam, words, dims, rank),
                               poisson_inversion(cx, small_lam, v, dims, rank));
-  x = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_EQ, lam, tpu_lower_const_like(cx, lam, INFINITY)),
-                    lam, x);
+  x = tpu_ir_select(g, tpu_rng_cmp(cx, TPU_CMP_EQ, lam, INFINITY), lam, x);
   tpu_lower_out(cx, 0, tpu_ir_convert(g, x, out));
   return TPU_OK;
 }

@@ -6,15 +6,10 @@
 // probability below 1e-20.
 #include <float.h>
 #include <math.h>
-#include <string.h>
 
 #include "lower/rng.h"
 
 enum { ROUNDS = 16 };  // proposals per element (even: normals come in pairs)
-
-static tpu_val_t cmp(tpu_lower_ctx_t* cx, tpu_cmp_t c, tpu_val_t a, double b) {
-  return tpu_ir_compare(cx->g, c, a, tpu_lower_const_like(cx, a, b));
-}
 
 // Uniform in (0, 1] from plane k of the words.
 static tpu_val_t uniform(tpu_lower_ctx_t* cx, tpu_val_t words, int k, const int64_t* dims,
@@ -29,14 +24,10 @@ static tpu_val_t gamma_variates(tpu_lower_ctx_t* cx, tpu_val_t alpha, tpu_dtype_
   tpu_graph_t* g = cx->g;
   // Words: ROUNDS for the normals (Box-Muller, two per pair), ROUNDS for
   // the acceptance uniforms, one for the boost.
-  int64_t wd[TPU_MAX_RANK + 1];
-  wd[0] = 2 * ROUNDS + 1;
-  memcpy(wd + 1, dims, sizeof(int64_t) * (size_t)rank);
-  tpu_val_t words = tpu_rng_words(cx, tpu_rng_words_for(compute), wd, rank + 1);
-  int digits = tpu_rng_float_digits(compute);
+  tpu_val_t words = tpu_rng_word_planes(cx, 2 * ROUNDS + 1, compute, dims, rank);
 
   // alpha < 1: Gamma(alpha) = Gamma(alpha + 1) * U^(1 / alpha).
-  tpu_val_t small = cmp(cx, TPU_CMP_LT, alpha, 1);
+  tpu_val_t small = tpu_rng_cmp(cx, TPU_CMP_LT, alpha, 1);
   tpu_val_t inv_alpha = tpu_ir_binary(g, TPU_IR_DIV, tpu_lower_const_like(cx, alpha, 1), alpha);
   tpu_val_t boost = tpu_ir_binary(
       g, TPU_IR_POW, uniform(cx, words, 2 * ROUNDS, dims, rank, compute), inv_alpha);
@@ -48,12 +39,9 @@ static tpu_val_t gamma_variates(tpu_lower_ctx_t* cx, tpu_val_t alpha, tpu_dtype_
   tpu_val_t result = d;  // if every proposal were rejected (p < 1e-20)
   tpu_val_t x[ROUNDS];
   for (int k = 0; k < ROUNDS; k += 2) {
-    tpu_val_t u1 = uniform(cx, words, k, dims, rank, compute);
-    tpu_val_t u2 = tpu_rng_unit_closed_open(cx, tpu_rng_plane(cx, words, k + 1, dims, rank),
-                                            compute, digits);
-    tpu_val_t r = tpu_ir_unary(g, TPU_IR_SQRT,
-                               tpu_rng_bin(cx, TPU_IR_MUL, tpu_ir_unary(g, TPU_IR_LOG, u1), -2));
-    tpu_val_t angle = tpu_rng_bin(cx, TPU_IR_MUL, u2, 2 * M_PI);
+    tpu_val_t r, angle;
+    tpu_rng_polar(cx, tpu_rng_plane(cx, words, k, dims, rank),
+                  tpu_rng_plane(cx, words, k + 1, dims, rank), compute, &r, &angle);
     x[k] = tpu_ir_binary(g, TPU_IR_MUL, r, tpu_ir_unary(g, TPU_IR_COS, angle));
     x[k + 1] = tpu_ir_binary(g, TPU_IR_MUL, r, tpu_ir_unary(g, TPU_IR_SIN, angle));
   }
@@ -76,7 +64,7 @@ static tpu_val_t gamma_variates(tpu_lower_ctx_t* cx, tpu_val_t alpha, tpu_dtype_
                                     tpu_ir_binary(g, TPU_IR_SUB, tpu_lower_const_like(cx, v, 1), v),
                                     tpu_ir_unary(g, TPU_IR_LOG, v))));
     tpu_val_t accept = tpu_ir_binary(
-        g, TPU_IR_AND, cmp(cx, TPU_CMP_GT, y, 0),
+        g, TPU_IR_AND, tpu_rng_cmp(cx, TPU_CMP_GT, y, 0),
         tpu_ir_binary(g, TPU_IR_OR, squeeze,
                       tpu_ir_compare(g, TPU_CMP_LT, tpu_ir_unary(g, TPU_IR_LOG, u), bound)));
     result = tpu_ir_select(g, accept, tpu_ir_binary(g, TPU_IR_MUL, d, v), result);
@@ -84,11 +72,11 @@ static tpu_val_t gamma_variates(tpu_lower_ctx_t* cx, tpu_val_t alpha, tpu_dtype_
   result = tpu_ir_binary(g, TPU_IR_MUL, result, scale);
   // As on CPU: alpha = inf gives inf; alpha <= 0 or NaN, and samples that
   // underflow, give the smallest normal number.
-  tpu_val_t inf = cmp(cx, TPU_CMP_EQ, alpha, INFINITY);
+  tpu_val_t inf = tpu_rng_cmp(cx, TPU_CMP_EQ, alpha, INFINITY);
   result = tpu_ir_select(g, inf, alpha, result);
   double tiny = compute == TPU_F64 ? DBL_MIN : FLT_MIN;
-  tpu_val_t ok = tpu_ir_binary(g, TPU_IR_AND, cmp(cx, TPU_CMP_GT, alpha, 0),
-                               cmp(cx, TPU_CMP_GE, result, tiny));
+  tpu_val_t ok = tpu_ir_binary(g, TPU_IR_AND, tpu_rng_cmp(cx, TPU_CMP_GT, alpha, 0),
+                               tpu_rng_cmp(cx, TPU_CMP_GE, result, tiny));
   return tpu_ir_select(g, ok, result, tpu_lower_const_like(cx, result, tiny));
 }
 
