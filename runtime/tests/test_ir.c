@@ -367,3 +367,44 @@ void test_ir_run_fft_cholesky(void) {
   tpu_graph_destroy(g);
   tpu_client_release(c);
 }
+
+void test_ir_run_lu(void) {
+  // The LU loop on a batch of two 3x3 matrices: LAPACK's pivots, P L U = A
+  // (row r of L U is row perm[r] of A), and the permutation rebuilt from
+  // the pivots alone.
+  tpu_client_t* c = test_client(1);
+  tpu_graph_t* g = new_graph();
+  int64_t d[3] = {2, 3, 3};
+  tpu_type_t t = tpu_type_make(TPU_F64, d, 3);
+  tpu_val_t a = tpu_ir_param(g, &t);
+  tpu_val_t lu, piv, perm;
+  tpu_ir_lu(g, a, &lu, &piv, &perm);
+  tpu_val_t perm2 = tpu_ir_lu_permutation(g, piv, 3);
+  double av[18] = {1, 2, 0, 4, 1, 1, -2, 3, 5,   // pivots 2, 3, 3
+                   0, 0, 1, 0, 1, 0, 1, 0, 0};  // a permutation: 3, 2, 3
+  double luv[18];
+  int32_t pv[6], qv[6], q2v[6];
+  const void* in[1] = {av};
+  void* res[4] = {luv, pv, qv, q2v};
+  size_t sizes[4] = {sizeof luv, sizeof pv, sizeof qv, sizeof q2v};
+  tpu_val_t outs[4] = {lu, piv, perm, perm2};
+  run_graph(c, g, outs, 4, in, res, sizes);
+  const int32_t want_piv[6] = {2, 3, 3, 3, 2, 3};
+  for (int i = 0; i < 6; ++i) {
+    CHECK_MSG(pv[i] == want_piv[i], "pivots[%d] = %d, want %d", i, pv[i], want_piv[i]);
+    CHECK_MSG(qv[i] == q2v[i], "perm[%d] = %d, from the pivots %d", i, qv[i], q2v[i]);
+  }
+  for (int b = 0; b < 2; ++b) {
+    const double* f = luv + 9 * b;
+    for (int r = 0; r < 3; ++r)
+      for (int col = 0; col < 3; ++col) {
+        double s = 0;  // (L U)[r, col], L unit lower, U upper
+        for (int k = 0; k <= (r < col ? r : col); ++k)
+          s += (k == r ? 1.0 : f[r * 3 + k]) * f[k * 3 + col];
+        double want = av[9 * b + qv[3 * b + r] * 3 + col];
+        CHECK_MSG(fabs(s - want) < 1e-12, "batch %d: (LU)[%d,%d] = %g, want %g", b, r, col, s, want);
+      }
+  }
+  tpu_graph_destroy(g);
+  tpu_client_release(c);
+}

@@ -1,5 +1,5 @@
-// Builders of stablehlo.fft, stablehlo.cholesky and
-// stablehlo.triangular_solve (their attributes ride in dims_attrs_t).
+// Builders of stablehlo.fft, stablehlo.cholesky, stablehlo.triangular_solve
+// and the LU loops (their attributes ride in dims_attrs_t).
 #include <string.h>
 
 #include "ir/ir_internal.h"
@@ -74,4 +74,59 @@ tpu_val_t tpu_ir_triangular_solve(tpu_graph_t* g, tpu_val_t a, tpu_val_t b,
   at.v[3] = op;
   tpu_val_t ops[2] = {a, b};
   return tpu_graph_add(g, TPU_IR_TRIANGULAR_SOLVE, ops, 2, &at, sizeof at, tb);
+}
+
+// The loops carry (step, ...) and stop after `steps` steps; the printer
+// reads the bound from the attributes.
+static tpu_val_t loop(tpu_graph_t* g, tpu_ir_op_t op, tpu_val_t* carried, int n,
+                      int64_t steps) {
+  tpu_type_t t[4];
+  for (int i = 0; i < n; ++i) t[i] = g->nodes[carried[i]].type;
+  dims_attrs_t at;
+  memset(&at, 0, sizeof at);
+  at.n = 1;
+  at.v[0] = steps;
+  return tpu_graph_add_multi(g, op, carried, n, &at, sizeof at, t, n);
+}
+
+// Row indices 0..m-1 over the batch dims of `t` (i32, batch x m).
+static tpu_val_t row_iota(tpu_graph_t* g, const tpu_type_t* t, int64_t m) {
+  int64_t d[TPU_MAX_RANK];
+  memcpy(d, t->dims, sizeof d);
+  d[t->rank - 1] = m;
+  return tpu_ir_iota(g, TPU_I32, d, t->rank, t->rank - 1);
+}
+
+void tpu_ir_lu(tpu_graph_t* g, tpu_val_t a, tpu_val_t* lu, tpu_val_t* pivots,
+               tpu_val_t* perm) {
+  *lu = *pivots = *perm = TPU_VAL_NONE;
+  if (!valid(g, a)) return;
+  tpu_type_t t = g->nodes[a].type;
+  if (t.rank < 2 || (!tpu_dtype_is_float(t.dtype) && !tpu_dtype_is_complex(t.dtype)) ||
+      t.dtype == TPU_F16 || t.dtype == TPU_BF16) {
+    (void)FAIL(g, "lu: operand is not a batch of f32, f64 or complex matrices");
+    return;
+  }
+  int64_t m = t.dims[t.rank - 2], n = t.dims[t.rank - 1], k = m < n ? m : n;
+  tpu_type_t vt = t;  // batch x m
+  vt.rank = t.rank - 1;
+  vt.dims[vt.rank - 1] = m;
+  int64_t pd[TPU_MAX_RANK];  // batch x k
+  memcpy(pd, vt.dims, sizeof pd);
+  pd[vt.rank - 1] = k;
+  tpu_val_t carried[4] = {tpu_ir_const_i(g, TPU_I32, 0, NULL, 0), a,
+                          tpu_ir_const_i(g, TPU_I32, 0, pd, vt.rank), row_iota(g, &vt, m)};
+  tpu_val_t v = loop(g, TPU_IR_LU, carried, 4, k);
+  *lu = tpu_ir_result(g, v, 1);
+  *pivots = tpu_ir_result(g, v, 2);
+  *perm = tpu_ir_result(g, v, 3);
+}
+
+tpu_val_t tpu_ir_lu_permutation(tpu_graph_t* g, tpu_val_t pivots, int64_t m) {
+  if (!valid(g, pivots)) return TPU_VAL_NONE;
+  tpu_type_t t = g->nodes[pivots].type;
+  if (t.rank < 1 || t.dtype != TPU_I32 || m < 0)
+    return FAIL(g, "lu_permutation: pivots are not i32 of rank >= 1");
+  tpu_val_t carried[3] = {tpu_ir_const_i(g, TPU_I32, 0, NULL, 0), pivots, row_iota(g, &t, m)};
+  return tpu_ir_result(g, loop(g, TPU_IR_LU_PERMUTATION, carried, 3, t.dims[t.rank - 1]), 2);
 }

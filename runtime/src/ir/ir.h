@@ -133,7 +133,9 @@ void tpu_type_str(const tpu_type_t* t, char* out, size_t size);
   /* FFT and linear algebra */                                   \
   X(FFT, "stablehlo.fft", FFT)                                   \
   X(CHOLESKY, "stablehlo.cholesky", CHOLESKY)                    \
-  X(TRIANGULAR_SOLVE, "stablehlo.triangular_solve", TRIANGULAR_SOLVE)
+  X(TRIANGULAR_SOLVE, "stablehlo.triangular_solve", TRIANGULAR_SOLVE) \
+  X(LU, "stablehlo.while", LOOP)                                 \
+  X(LU_PERMUTATION, "stablehlo.while", LOOP)
 
 typedef enum tpu_ir_op {
 #define TPU_IR_OP_ENUM(e, name, cls) TPU_IR_##e,
@@ -379,6 +381,18 @@ typedef enum tpu_transpose {
 tpu_val_t tpu_ir_triangular_solve(tpu_graph_t* g, tpu_val_t a, tpu_val_t b,
                                   bool left_side, bool lower,
                                   bool unit_diagonal, tpu_transpose_t op);
+// LU factorization with partial pivoting of the (batched) trailing m x n
+// matrices of float or complex `a`, as LAPACK's getrf: a stablehlo.while
+// over the min(m, n) columns (ir/print_loop.c). Gives the packed factors
+// (unit lower L below the diagonal, U on and above it; a's type), the
+// 1-based pivots (i32, batch x min(m, n)) and the permutation they make
+// (i32, batch x m: row r of L U is row perm[r] of a).
+void tpu_ir_lu(tpu_graph_t* g, tpu_val_t a, tpu_val_t* lu, tpu_val_t* pivots,
+               tpu_val_t* perm);
+// The permutation (i32, batch x m) that 1-based pivots (i32, batch x k)
+// make of m rows by swapping row i with row pivots[i] - 1 in order. Pivots
+// out of [1, m] leave the result unspecified.
+tpu_val_t tpu_ir_lu_permutation(tpu_graph_t* g, tpu_val_t pivots, int64_t m);
 
 // Keeps the values from being moved across this point by XLA.
 tpu_val_t tpu_ir_barrier(tpu_graph_t* g, tpu_val_t x);

@@ -63,6 +63,10 @@ static inline const tpu_type_t* type_of(const tpu_graph_t* g, tpu_val_t v) {
   return &g->nodes[v].type;
 }
 
+// Prints the regions of an LU loop node `v` (print_loop.c).
+struct tpu_strbuf;
+void tpu_print_loop(struct tpu_strbuf* sb, const tpu_node_t* n, int32_t v);
+
 // Attribute structs (zero-initialized before filling).
 typedef struct const_attrs {
   tpu_dtype_t dtype;  // F32/F64/ints/bool/complex; others are converted

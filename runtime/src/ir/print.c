@@ -567,6 +567,10 @@ static void put_node(printer_t* p, tpu_val_t v) {
                         ops[v[3]], v[2] ? "true" : "false");
       break;
     }
+    case TPU_IR_LU:
+    case TPU_IR_LU_PERMUTATION:
+      tpu_print_loop(sb, n, v);
+      break;
     case TPU_IR_RNG_BITS:
       tpu_strbuf_puts(sb, "{rng_algorithm = #stablehlo<rng_algorithm PHILOX>} ");
       break;

@@ -1,0 +1,326 @@
+// The regions of the LU loops (stablehlo.while): the condition and the body
+// of one step, written out op by op. StableHLO has no LU decomposition, so
+// the factorization is a loop over columns whose step works on whole
+// matrices through masks (row == i, col > i, ...): no dynamic indexing, one
+// program for every batch, exact row swaps.
+//
+// Body of TPU_IR_LU, step i (carried: i, A, pivots, perm):
+//   p      = the first row >= i of the largest |A[:, i]| (LAPACK's choice,
+//            |re| + |im| for complex), i when the column is NaN
+//   A      = A with rows i and p swapped; perm the same; pivots[i] = p + 1
+//   l      = A[:, i] / A[i, i] (times the reciprocal, as LAPACK; unscaled
+//            when the pivot is zero)
+//   A[r, c] -= l[r] A[i, c] for r, c > i; A[r, i] = l[r] for r > i
+// Body of TPU_IR_LU_PERMUTATION, step i (carried: i, pivots, perm): swaps
+// perm[i] and perm[pivots[i] - 1].
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/strbuf.h"
+#include "ir/ir_internal.h"
+
+// Values of one region are %w<id>_<k>, k numbering them in order.
+typedef struct region {
+  tpu_strbuf_t* sb;
+  long id;
+  int count;
+  tpu_type_t types[256];
+} region_t;
+
+static void put_name(region_t* r, int k) { tpu_strbuf_printf(r->sb, "%%w%ld_%d", r->id, k); }
+
+static void put_t(tpu_strbuf_t* sb, const tpu_type_t* t) {
+  char buf[160];
+  tpu_type_str(t, buf, sizeof buf);
+  tpu_strbuf_puts(sb, buf);
+}
+
+static int new_value(region_t* r, const tpu_type_t* t) {
+  if (r->count == (int)(sizeof r->types / sizeof r->types[0])) return r->count - 1;  // never
+  r->types[r->count] = *t;
+  return r->count++;
+}
+
+// Emits `%w = "op"(args) {attrs} : (arg types) -> type` and returns the
+// new value. `attrs` may be NULL.
+static int emit(region_t* r, const char* op, const tpu_type_t* type, const char* attrs,
+                int n, ...) {
+  int args[4];
+  va_list ap;
+  va_start(ap, n);
+  for (int i = 0; i < n; ++i) args[i] = va_arg(ap, int);
+  va_end(ap);
+  int v = new_value(r, type);
+  tpu_strbuf_puts(r->sb, "      ");
+  put_name(r, v);
+  tpu_strbuf_printf(r->sb, " = \"stablehlo.%s\"(", op);
+  for (int i = 0; i < n; ++i) {
+    if (i) tpu_strbuf_puts(r->sb, ", ");
+    put_name(r, args[i]);
+  }
+  tpu_strbuf_puts(r->sb, ") ");
+  if (attrs) tpu_strbuf_printf(r->sb, "{%s} ", attrs);
+  tpu_strbuf_puts(r->sb, ": (");
+  for (int i = 0; i < n; ++i) {
+    if (i) tpu_strbuf_puts(r->sb, ", ");
+    put_t(r->sb, &r->types[args[i]]);
+  }
+  tpu_strbuf_puts(r->sb, ") -> ");
+  put_t(r->sb, type);
+  tpu_strbuf_puts(r->sb, "\n");
+  return v;
+}
+
+static tpu_type_t with(const tpu_type_t* t, tpu_dtype_t dtype) {
+  tpu_type_t u = *t;
+  u.dtype = dtype;
+  return u;
+}
+
+static tpu_dtype_t real_part(tpu_dtype_t t) {
+  return t == TPU_C64 ? TPU_F32 : t == TPU_C128 ? TPU_F64 : t;
+}
+
+// A splat constant: an integer, or a float given by its bits (so -0.0
+// survives), the imaginary part zero.
+static int constant(region_t* r, const tpu_type_t* t, double value) {
+  char lit[64], attrs[320], type[160];
+  tpu_type_str(t, type, sizeof type);
+  tpu_dtype_t rt = real_part(t->dtype);
+  if (rt == TPU_F32) {
+    float f = (float)value;
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    snprintf(lit, sizeof lit, "0x%08X", b);
+  } else if (rt == TPU_F64) {
+    uint64_t b;
+    memcpy(&b, &value, 8);
+    snprintf(lit, sizeof lit, "0x%016llX", (unsigned long long)b);
+  } else {
+    snprintf(lit, sizeof lit, "%lld", (long long)value);
+  }
+  if (tpu_dtype_is_complex(t->dtype))
+    snprintf(attrs, sizeof attrs, "value = dense<(%s, %s)> : %s", lit,
+             rt == TPU_F32 ? "0x00000000" : "0x0000000000000000", type);
+  else
+    snprintf(attrs, sizeof attrs, "value = dense<%s> : %s", lit, type);
+  return emit(r, "constant", t, attrs, 0);
+}
+
+static int iota(region_t* r, const tpu_type_t* t, int dim) {
+  char attrs[64];
+  snprintf(attrs, sizeof attrs, "iota_dimension = %d : i64", dim);
+  return emit(r, "iota", t, attrs, 0);
+}
+
+static int compare(region_t* r, const char* dir, int a, int b) {
+  tpu_type_t t = with(&r->types[a], TPU_BOOL);
+  tpu_dtype_kind_t k = tpu_dtype_kind(r->types[a].dtype);
+  char attrs[160];
+  snprintf(attrs, sizeof attrs,
+           "comparison_direction = #stablehlo<comparison_direction %s>, "
+           "compare_type = #stablehlo<comparison_type %s>", dir,
+           k == TPU_KIND_FLOAT || k == TPU_KIND_COMPLEX ? "FLOAT" : "SIGNED");
+  return emit(r, "compare", &t, attrs, 2, a, b);
+}
+
+static int binary(region_t* r, const char* op, int a, int b) {
+  return emit(r, op, &r->types[a], NULL, 2, a, b);
+}
+
+static int select(region_t* r, int pred, int a, int b) {
+  return emit(r, "select", &r->types[a], NULL, 3, pred, a, b);
+}
+
+// x broadcast to `t`, x's dims going to dims[0..n).
+static int broadcast(region_t* r, int x, const tpu_type_t* t, int n, int first_skipped) {
+  char attrs[128] = "broadcast_dimensions = array<i64";
+  for (int i = 0, d = 0; i < n; ++i, ++d) {
+    if (d == first_skipped) ++d;
+    snprintf(attrs + strlen(attrs), sizeof attrs - strlen(attrs), "%s%d", i ? ", " : ": ", d);
+  }
+  strcat(attrs, ">");
+  return emit(r, "broadcast_in_dim", t, attrs, 1, x);
+}
+
+// x reduced over dim `dim` with `op` (add, maximum, minimum) from `init`.
+static int reduce(region_t* r, const char* op, int x, int dim, double init) {
+  tpu_type_t scalar = {.dtype = r->types[x].dtype, .rank = 0};
+  int i = constant(r, &scalar, init);
+  tpu_type_t t = r->types[x];
+  for (int d = dim; d < t.rank - 1; ++d) t.dims[d] = t.dims[d + 1];
+  --t.rank;
+  int v = new_value(r, &t);
+  tpu_strbuf_t* sb = r->sb;
+  char s[160];
+  tpu_type_str(&scalar, s, sizeof s);
+  tpu_strbuf_puts(sb, "      ");
+  put_name(r, v);
+  tpu_strbuf_puts(sb, " = \"stablehlo.reduce\"(");
+  put_name(r, x);
+  tpu_strbuf_puts(sb, ", ");
+  put_name(r, i);
+  tpu_strbuf_printf(sb, ") ({\n      ^bb0(%%w%ld_%da: %s, %%w%ld_%db: %s):\n", r->id, v, s, r->id, v, s);
+  tpu_strbuf_printf(sb, "        %%w%ld_%dr = \"stablehlo.%s\"(%%w%ld_%da, %%w%ld_%db) : (%s, %s) -> %s\n",
+                    r->id, v, op, r->id, v, r->id, v, s, s, s);
+  tpu_strbuf_printf(sb, "        \"stablehlo.return\"(%%w%ld_%dr) : (%s) -> ()\n      }) "
+                    "{dimensions = array<i64: %d>} : (", r->id, v, s, dim);
+  put_t(sb, &r->types[x]);
+  tpu_strbuf_printf(sb, ", %s) -> ", s);
+  put_t(sb, &t);
+  tpu_strbuf_puts(sb, "\n");
+  return v;
+}
+
+static void open_block(region_t* r, const tpu_type_t* types, int n) {
+  tpu_strbuf_puts(r->sb, "{\n    ^bb0(");
+  for (int i = 0; i < n; ++i) {
+    int v = new_value(r, &types[i]);
+    if (i) tpu_strbuf_puts(r->sb, ", ");
+    put_name(r, v);
+    tpu_strbuf_puts(r->sb, ": ");
+    put_t(r->sb, &types[i]);
+  }
+  tpu_strbuf_puts(r->sb, "):\n");
+}
+
+static void close_block(region_t* r, const int* vals, int n) {
+  tpu_strbuf_puts(r->sb, "      \"stablehlo.return\"(");
+  for (int i = 0; i < n; ++i) {
+    if (i) tpu_strbuf_puts(r->sb, ", ");
+    put_name(r, vals[i]);
+  }
+  tpu_strbuf_puts(r->sb, ") : (");
+  for (int i = 0; i < n; ++i) {
+    if (i) tpu_strbuf_puts(r->sb, ", ");
+    put_t(r->sb, &r->types[vals[i]]);
+  }
+  tpu_strbuf_puts(r->sb, ") -> ()\n    }");
+}
+
+// Rows i and p (batch-shaped i32) of x (batch x rows [x cols]) swapped;
+// `rows` are x's row indices, `at_i` / `at_p` where they equal i / p.
+static int swap_rows(region_t* r, int x, int at_i, int at_p, int nb, double zero) {
+  const tpu_type_t* t = &r->types[x];
+  tpu_type_t row = *t;  // x without its row dim
+  for (int d = nb; d < t->rank - 1; ++d) row.dims[d] = row.dims[d + 1];
+  --row.rank;
+  int z = constant(r, t, zero);
+  int xi = reduce(r, "add", select(r, at_i, x, z), nb, zero);
+  int xp = reduce(r, "add", select(r, at_p, x, z), nb, zero);
+  int xi_b = broadcast(r, xi, t, row.rank, nb);
+  int xp_b = broadcast(r, xp, t, row.rank, nb);
+  return select(r, at_i, xp_b, select(r, at_p, xi_b, x));
+}
+
+// The condition: step < steps.
+static void put_cond(tpu_strbuf_t* sb, long id, const tpu_type_t* carried, int n,
+                     int64_t steps) {
+  region_t r = {.sb = sb, .id = id};
+  open_block(&r, carried, n);
+  tpu_type_t s = {.dtype = TPU_I32, .rank = 0};
+  int c = compare(&r, "LT", 0, constant(&r, &s, (double)steps));
+  close_block(&r, &c, 1);
+}
+
+static void put_lu_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
+  region_t r = {.sb = sb, .id = id};
+  open_block(&r, carried, 4);  // values 0..3: i, A, pivots, perm
+  const tpu_type_t* ta = &carried[1];
+  int nb = ta->rank - 2;
+  int64_t m = ta->dims[nb];
+  tpu_type_t tai = with(ta, TPU_I32), tv = carried[3], tvr = with(&tv, real_part(ta->dtype));
+  tv.dtype = ta->dtype;
+  tpu_type_t tb = tv;  // batch
+  --tb.rank;
+  tpu_type_t tbi = with(&tb, TPU_I32);
+  tpu_type_t tvi = carried[3];
+  int i = 0, a = 1, piv = 2, perm = 3;
+  int rows = iota(&r, &tai, nb), cols = iota(&r, &tai, nb + 1);
+  int rows_v = iota(&r, &tvi, nb);
+  int i_a = broadcast(&r, i, &tai, 0, -1), i_v = broadcast(&r, i, &tvi, 0, -1);
+  int i_b = broadcast(&r, i, &tbi, 0, -1);
+  int at_col = compare(&r, "EQ", cols, i_a);
+  int negz = constant(&r, ta, -0.0);  // x + -0.0 is x, for every x
+  // The pivot row p.
+  int col = reduce(&r, "add", select(&r, at_col, a, negz), nb + 1, -0.0);
+  int mag;
+  if (tpu_dtype_is_complex(ta->dtype)) {
+    int re = emit(&r, "real", &tvr, NULL, 1, col), im = emit(&r, "imag", &tvr, NULL, 1, col);
+    mag = binary(&r, "add", emit(&r, "abs", &tvr, NULL, 1, re), emit(&r, "abs", &tvr, NULL, 1, im));
+  } else {
+    mag = emit(&r, "abs", &tvr, NULL, 1, col);
+  }
+  mag = select(&r, compare(&r, "GE", rows_v, i_v), mag, constant(&r, &tvr, -1));
+  int top = broadcast(&r, reduce(&r, "maximum", mag, nb, -1), &tvr, nb, -1);
+  int first = reduce(&r, "minimum",
+                     select(&r, compare(&r, "EQ", mag, top), rows_v, constant(&r, &tvi, (double)m)),
+                     nb, (double)m);
+  int p = select(&r, compare(&r, "EQ", first, constant(&r, &tbi, (double)m)), i_b, first);
+  // Swap rows i and p of A and perm; record p + 1.
+  int at_i = compare(&r, "EQ", rows, i_a);
+  int at_p = compare(&r, "EQ", rows, broadcast(&r, p, &tai, nb, -1));
+  int a1 = swap_rows(&r, a, at_i, at_p, nb, -0.0);
+  int at_iv = compare(&r, "EQ", rows_v, i_v);
+  int at_pv = compare(&r, "EQ", rows_v, broadcast(&r, p, &tvi, nb, -1));
+  int perm1 = swap_rows(&r, perm, at_iv, at_pv, nb, 0);
+  const tpu_type_t* tp = &carried[2];
+  int at_k = compare(&r, "EQ", iota(&r, tp, nb), broadcast(&r, i, tp, 0, -1));
+  int p1 = binary(&r, "add", p, constant(&r, &tbi, 1));
+  int piv1 = select(&r, at_k, broadcast(&r, p1, tp, nb, -1), piv);
+  // The multipliers l and the update of the trailing matrix.
+  int row_i = reduce(&r, "add", select(&r, at_i, a1, negz), nb, -0.0);  // batch x n
+  int d = reduce(&r, "add", reduce(&r, "add", select(&r, at_col, select(&r, at_i, a1, negz), negz),
+                                   nb + 1, -0.0), nb, -0.0);
+  int col1 = reduce(&r, "add", select(&r, at_col, a1, negz), nb + 1, -0.0);
+  int d_v = broadcast(&r, d, &tv, nb, -1);
+  // As LAPACK: times the reciprocal unless that would overflow.
+  int recip = binary(&r, "divide", constant(&r, &tv, 1), d_v);
+  int d_abs = emit(&r, "abs", &tvr, NULL, 1, d_v);
+  double tiny = tvr.dtype == TPU_F32 ? 1.17549435082228750797e-38 : 2.2250738585072014e-308;
+  int scaled = select(&r, compare(&r, "GE", d_abs, constant(&r, &tvr, tiny)),
+                      binary(&r, "multiply", col1, recip), binary(&r, "divide", col1, d_v));
+  int l = select(&r, compare(&r, "NE", d_v, constant(&r, &tv, 0)), scaled, col1);
+  int l_a = broadcast(&r, l, ta, nb + 1, -1);
+  int below = compare(&r, "GT", rows, i_a);
+  int right = compare(&r, "GT", cols, i_a);
+  int trailing = binary(&r, "and", below, right);
+  int row_i_a = broadcast(&r, row_i, ta, nb + 1, nb);
+  int upd = binary(&r, "subtract", a1, binary(&r, "multiply", l_a, row_i_a));
+  int a2 = select(&r, trailing, upd, a1);
+  int a3 = select(&r, binary(&r, "and", below, at_col), l_a, a2);
+  tpu_type_t s = {.dtype = TPU_I32, .rank = 0};
+  int out[4] = {binary(&r, "add", i, constant(&r, &s, 1)), a3, piv1, perm1};
+  close_block(&r, out, 4);
+}
+
+static void put_permutation_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
+  region_t r = {.sb = sb, .id = id};
+  open_block(&r, carried, 3);  // values 0..2: i, pivots, perm
+  const tpu_type_t *tp = &carried[1], *tv = &carried[2];
+  int nb = tv->rank - 1;
+  tpu_type_t tb = *tv;
+  --tb.rank;
+  int i = 0, piv = 1, perm = 2;
+  int at_k = compare(&r, "EQ", iota(&r, tp, nb), broadcast(&r, i, tp, 0, -1));
+  int p1 = reduce(&r, "add", select(&r, at_k, piv, constant(&r, tp, 0)), nb, 0);
+  int p = binary(&r, "subtract", p1, constant(&r, &tb, 1));
+  int rows = iota(&r, tv, nb);
+  int at_i = compare(&r, "EQ", rows, broadcast(&r, i, tv, 0, -1));
+  int at_p = compare(&r, "EQ", rows, broadcast(&r, p, tv, nb, -1));
+  tpu_type_t s = {.dtype = TPU_I32, .rank = 0};
+  int out[3] = {binary(&r, "add", i, constant(&r, &s, 1)), piv,
+                swap_rows(&r, perm, at_i, at_p, nb, 0)};
+  close_block(&r, out, 3);
+}
+
+void tpu_print_loop(tpu_strbuf_t* sb, const tpu_node_t* n, int32_t v) {
+  const dims_attrs_t* a = n->attrs;
+  tpu_strbuf_puts(sb, "(");
+  put_cond(sb, 2L * v, n->result_types, n->num_results, a->v[0]);
+  tpu_strbuf_puts(sb, ", ");
+  if (n->op == TPU_IR_LU) put_lu_body(sb, 2L * v + 1, n->result_types);
+  else put_permutation_body(sb, 2L * v + 1, n->result_types);
+  tpu_strbuf_puts(sb, ") ");
+}
