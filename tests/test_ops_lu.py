@@ -25,6 +25,20 @@ def test_lu_factor_matches_lapack(dtype, shape):
     check(lambda a: torch.lu_unpack(*torch.linalg.lu_factor(a)), a, **tol(dtype))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex128])
+@pytest.mark.parametrize("shape", [(33, 33), (2, 70, 70), (80, 40), (40, 75)])
+def test_blocked_lu_matches_lapack(dtype, shape):
+    # more than 32 columns: panels of 32 by the loop, the rest by triangular
+    # solves and matrix products, as LAPACK's blocked getrf
+    a = torch.randn(shape, dtype=dtype)
+    t = dict(atol=1e-3, rtol=1e-3) if dtype == torch.float32 else tol(dtype)
+    check(lambda a: torch.linalg.lu_factor_ex(a), a, **t)
+    check(lambda a: torch.linalg.lu(a), a, **t)
+    if shape[-1] == shape[-2]:
+        check(torch.linalg.solve, a, torch.randn(shape[:-1], dtype=dtype), **t)
+        check(torch.linalg.slogdet, a, **t)
+
+
 def test_lu_unpack_parts():
     a = torch.randn(2, 4, 4)
     for data, pivots in ((True, False), (False, True), (False, False)):
@@ -90,6 +104,9 @@ def test_backward(contiguous):
                a, b, **t)
     check_grad(lambda a: torch.linalg.lu(a).U, a, **t)
     check_grad(lambda a: torch.linalg.lu(a).L, a, **t)
+    big = torch.randn(40, 40, dtype=torch.float64, requires_grad=True)  # blocked
+    check_grad(lambda a: torch.linalg.slogdet(a).logabsdet, big, **t)
+    check_grad(torch.linalg.inv, big, atol=1e-7, rtol=1e-7)
 
 
 def test_singular_matrices():

@@ -116,6 +116,12 @@ void tpu_ir_lu(tpu_graph_t* g, tpu_val_t a, tpu_val_t* lu, tpu_val_t* pivots,
   pd[vt.rank - 1] = k;
   tpu_val_t carried[4] = {tpu_ir_const_i(g, TPU_I32, 0, NULL, 0), a,
                           tpu_ir_const_i(g, TPU_I32, 0, pd, vt.rank), row_iota(g, &vt, m)};
+  if (k == 0) {  // nothing to do (and the loop's slices would not fit)
+    *lu = a;
+    *pivots = carried[2];
+    *perm = carried[3];
+    return;
+  }
   tpu_val_t v = loop(g, TPU_IR_LU, carried, 4, k);
   *lu = tpu_ir_result(g, v, 1);
   *pivots = tpu_ir_result(g, v, 2);
@@ -128,5 +134,6 @@ tpu_val_t tpu_ir_lu_permutation(tpu_graph_t* g, tpu_val_t pivots, int64_t m) {
   if (t.rank < 1 || t.dtype != TPU_I32 || m < 0)
     return FAIL(g, "lu_permutation: pivots are not i32 of rank >= 1");
   tpu_val_t carried[3] = {tpu_ir_const_i(g, TPU_I32, 0, NULL, 0), pivots, row_iota(g, &t, m)};
+  if (t.dims[t.rank - 1] == 0) return carried[2];
   return tpu_ir_result(g, loop(g, TPU_IR_LU_PERMUTATION, carried, 3, t.dims[t.rank - 1]), 2);
 }

@@ -1,8 +1,9 @@
 // The regions of the LU loops (stablehlo.while): the condition and the body
 // of one step, written out op by op. StableHLO has no LU decomposition, so
-// the factorization is a loop over columns whose step works on whole
-// matrices through masks (row == i, col > i, ...): no dynamic indexing, one
-// program for every batch, exact row swaps.
+// the factorization is a loop over columns. Each step slices column i and
+// row i (the same i for every matrix of the batch), finds each matrix's
+// pivot row through masks (row == p), and does the swap, the rank-1 update
+// and the multipliers in one elementwise pass over the matrices.
 //
 // Body of TPU_IR_LU, step i (carried: i, A, pivots, perm):
 //   p      = the first row >= i of the largest |A[:, i]| (LAPACK's choice,
@@ -44,13 +45,8 @@ static int new_value(region_t* r, const tpu_type_t* t) {
 
 // Emits `%w = "op"(args) {attrs} : (arg types) -> type` and returns the
 // new value. `attrs` may be NULL.
-static int emit(region_t* r, const char* op, const tpu_type_t* type, const char* attrs,
-                int n, ...) {
-  int args[4];
-  va_list ap;
-  va_start(ap, n);
-  for (int i = 0; i < n; ++i) args[i] = va_arg(ap, int);
-  va_end(ap);
+static int emitv(region_t* r, const char* op, const tpu_type_t* type, const char* attrs, int n,
+                 const int* args) {
   int v = new_value(r, type);
   tpu_strbuf_puts(r->sb, "      ");
   put_name(r, v);
@@ -70,6 +66,16 @@ static int emit(region_t* r, const char* op, const tpu_type_t* type, const char*
   put_t(r->sb, type);
   tpu_strbuf_puts(r->sb, "\n");
   return v;
+}
+
+static int emit(region_t* r, const char* op, const tpu_type_t* type, const char* attrs, int n,
+                ...) {
+  int args[4];
+  va_list ap;
+  va_start(ap, n);
+  for (int i = 0; i < n; ++i) args[i] = va_arg(ap, int);
+  va_end(ap);
+  return emitv(r, op, type, attrs, n, args);
 }
 
 static tpu_type_t with(const tpu_type_t* t, tpu_dtype_t dtype) {
@@ -224,27 +230,42 @@ static void put_cond(tpu_strbuf_t* sb, long id, const tpu_type_t* carried, int n
   close_block(&r, &c, 1);
 }
 
+// x[.., start.., ..] of type t: a dynamic slice at 0 in every dim but
+// `dim`, where it starts at the i32 scalar `start`.
+static int slice_at(region_t* r, int x, int dim, int start, const tpu_type_t* t) {
+  tpu_type_t s = {.dtype = TPU_I32, .rank = 0};
+  int zero = constant(r, &s, 0);
+  int rank = r->types[x].rank, args[TPU_MAX_RANK + 1];
+  args[0] = x;
+  char attrs[128] = "slice_sizes = array<i64";
+  for (int d = 0; d < rank; ++d) {
+    args[d + 1] = d == dim ? start : zero;
+    snprintf(attrs + strlen(attrs), sizeof attrs - strlen(attrs), "%s%lld", d ? ", " : ": ",
+             (long long)(d == dim ? 1 : r->types[x].dims[d]));
+  }
+  strcat(attrs, ">");
+  tpu_type_t u = r->types[x];
+  u.dims[dim] = 1;
+  return emit(r, "reshape", t, NULL, 1, emitv(r, "dynamic_slice", &u, attrs, rank + 1, args));
+}
+
 static void put_lu_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
   region_t r = {.sb = sb, .id = id};
   open_block(&r, carried, 4);  // values 0..3: i, A, pivots, perm
-  const tpu_type_t* ta = &carried[1];
+  const tpu_type_t *ta = &carried[1], *tp = &carried[2], *tvi = &carried[3];
   int nb = ta->rank - 2;
   int64_t m = ta->dims[nb];
-  tpu_type_t tai = with(ta, TPU_I32), tv = carried[3], tvr = with(&tv, real_part(ta->dtype));
-  tv.dtype = ta->dtype;
-  tpu_type_t tb = tv;  // batch
+  tpu_type_t tai = with(ta, TPU_I32), tv = with(tvi, ta->dtype), tvr = with(tvi, real_part(ta->dtype));
+  tpu_type_t tb = tv, trow = *ta;  // batch; batch x n
   --tb.rank;
+  trow.dims[nb] = ta->dims[nb + 1];
+  --trow.rank;
   tpu_type_t tbi = with(&tb, TPU_I32);
-  tpu_type_t tvi = carried[3];
   int i = 0, a = 1, piv = 2, perm = 3;
-  int rows = iota(&r, &tai, nb), cols = iota(&r, &tai, nb + 1);
-  int rows_v = iota(&r, &tvi, nb);
-  int i_a = broadcast(&r, i, &tai, 0, -1), i_v = broadcast(&r, i, &tvi, 0, -1);
-  int i_b = broadcast(&r, i, &tbi, 0, -1);
-  int at_col = compare(&r, "EQ", cols, i_a);
-  int negz = constant(&r, ta, -0.0);  // x + -0.0 is x, for every x
-  // The pivot row p.
-  int col = reduce(&r, "add", select(&r, at_col, a, negz), nb + 1, -0.0);
+  int rows_v = iota(&r, tvi, nb);
+  int i_v = broadcast(&r, i, tvi, 0, -1), i_b = broadcast(&r, i, &tbi, 0, -1);
+  // The pivot row p: the first of the largest magnitude in column i.
+  int col = slice_at(&r, a, nb + 1, i, &tv);
   int mag;
   if (tpu_dtype_is_complex(ta->dtype)) {
     int re = emit(&r, "real", &tvr, NULL, 1, col), im = emit(&r, "imag", &tvr, NULL, 1, col);
@@ -255,41 +276,44 @@ static void put_lu_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
   mag = select(&r, compare(&r, "GE", rows_v, i_v), mag, constant(&r, &tvr, -1));
   int top = broadcast(&r, reduce(&r, "maximum", mag, nb, -1), &tvr, nb, -1);
   int first = reduce(&r, "minimum",
-                     select(&r, compare(&r, "EQ", mag, top), rows_v, constant(&r, &tvi, (double)m)),
+                     select(&r, compare(&r, "EQ", mag, top), rows_v, constant(&r, tvi, (double)m)),
                      nb, (double)m);
   int p = select(&r, compare(&r, "EQ", first, constant(&r, &tbi, (double)m)), i_b, first);
-  // Swap rows i and p of A and perm; record p + 1.
+  // Rows i and p, and column i after they swap places.
+  int rows = iota(&r, &tai, nb), cols = iota(&r, &tai, nb + 1);
+  int i_a = broadcast(&r, i, &tai, 0, -1);
   int at_i = compare(&r, "EQ", rows, i_a);
   int at_p = compare(&r, "EQ", rows, broadcast(&r, p, &tai, nb, -1));
-  int a1 = swap_rows(&r, a, at_i, at_p, nb, -0.0);
+  int row_p = reduce(&r, "add", select(&r, at_p, a, constant(&r, ta, -0.0)), nb, -0.0);
+  int row_i = slice_at(&r, a, nb, i, &trow);
   int at_iv = compare(&r, "EQ", rows_v, i_v);
-  int at_pv = compare(&r, "EQ", rows_v, broadcast(&r, p, &tvi, nb, -1));
-  int perm1 = swap_rows(&r, perm, at_iv, at_pv, nb, 0);
-  const tpu_type_t* tp = &carried[2];
-  int at_k = compare(&r, "EQ", iota(&r, tp, nb), broadcast(&r, i, tp, 0, -1));
-  int p1 = binary(&r, "add", p, constant(&r, &tbi, 1));
-  int piv1 = select(&r, at_k, broadcast(&r, p1, tp, nb, -1), piv);
-  // The multipliers l and the update of the trailing matrix.
-  int row_i = reduce(&r, "add", select(&r, at_i, a1, negz), nb, -0.0);  // batch x n
-  int d = reduce(&r, "add", reduce(&r, "add", select(&r, at_col, select(&r, at_i, a1, negz), negz),
-                                   nb + 1, -0.0), nb, -0.0);
-  int col1 = reduce(&r, "add", select(&r, at_col, a1, negz), nb + 1, -0.0);
-  int d_v = broadcast(&r, d, &tv, nb, -1);
-  // As LAPACK: times the reciprocal unless that would overflow.
+  int at_pv = compare(&r, "EQ", rows_v, broadcast(&r, p, tvi, nb, -1));
+  int d_v = broadcast(&r, slice_at(&r, row_p, nb, i, &tb), &tv, nb, -1);  // the pivot
+  int c_v = broadcast(&r, slice_at(&r, col, nb, i, &tb), &tv, nb, -1);
+  int col1 = select(&r, at_iv, d_v, select(&r, at_pv, c_v, col));
+  // The multipliers: times the reciprocal of the pivot unless that would
+  // overflow, as LAPACK; none for a zero pivot.
   int recip = binary(&r, "divide", constant(&r, &tv, 1), d_v);
   int d_abs = emit(&r, "abs", &tvr, NULL, 1, d_v);
   double tiny = tvr.dtype == TPU_F32 ? 1.17549435082228750797e-38 : 2.2250738585072014e-308;
   int scaled = select(&r, compare(&r, "GE", d_abs, constant(&r, &tvr, tiny)),
                       binary(&r, "multiply", col1, recip), binary(&r, "divide", col1, d_v));
   int l = select(&r, compare(&r, "NE", d_v, constant(&r, &tv, 0)), scaled, col1);
+  // One elementwise pass: the swap, the rank-1 update, the multipliers.
+  int row_p_a = broadcast(&r, row_p, ta, nb + 1, nb);
+  int a1 = select(&r, at_i, row_p_a, select(&r, at_p, broadcast(&r, row_i, ta, nb + 1, nb), a));
   int l_a = broadcast(&r, l, ta, nb + 1, -1);
   int below = compare(&r, "GT", rows, i_a);
   int right = compare(&r, "GT", cols, i_a);
-  int trailing = binary(&r, "and", below, right);
-  int row_i_a = broadcast(&r, row_i, ta, nb + 1, nb);
-  int upd = binary(&r, "subtract", a1, binary(&r, "multiply", l_a, row_i_a));
-  int a2 = select(&r, trailing, upd, a1);
+  int at_col = compare(&r, "EQ", cols, i_a);
+  int upd = binary(&r, "subtract", a1, binary(&r, "multiply", l_a, row_p_a));
+  int a2 = select(&r, binary(&r, "and", below, right), upd, a1);
   int a3 = select(&r, binary(&r, "and", below, at_col), l_a, a2);
+  // perm swaps the same rows; pivots[i] = p + 1.
+  int perm1 = swap_rows(&r, perm, at_iv, at_pv, nb, 0);
+  int at_k = compare(&r, "EQ", iota(&r, tp, nb), broadcast(&r, i, tp, 0, -1));
+  int p1 = binary(&r, "add", p, constant(&r, &tbi, 1));
+  int piv1 = select(&r, at_k, broadcast(&r, p1, tp, nb, -1), piv);
   tpu_type_t s = {.dtype = TPU_I32, .rank = 0};
   int out[4] = {binary(&r, "add", i, constant(&r, &s, 1)), a3, piv1, perm1};
   close_block(&r, out, 4);

@@ -37,8 +37,10 @@ tpu_val_t tpu_linalg_diagonal(tpu_graph_t* g, tpu_val_t x);
 // x[.., r0:r1, c0:c1]
 tpu_val_t tpu_linalg_block(tpu_graph_t* g, tpu_val_t x, int64_t r0, int64_t r1, int64_t c0,
                            int64_t c1);
-// The complex conjugate (x itself when real), and x^H over the matrix dims.
+// The complex conjugate (x itself when real); x^T and x^H over the matrix
+// dims.
 tpu_val_t tpu_linalg_conj(tpu_graph_t* g, tpu_val_t x);
+tpu_val_t tpu_linalg_transpose(tpu_graph_t* g, tpu_val_t x);
 tpu_val_t tpu_linalg_adjoint(tpu_graph_t* g, tpu_val_t x);
 // LAPACK-style info over batch x n flags `bad`: 1 + the first bad index
 // along the last dim, 0 when none (i32, batch shape).

@@ -178,15 +178,20 @@ tpu_val_t tpu_linalg_conj(tpu_graph_t* g, tpu_val_t x) {
                        tpu_ir_unary(g, TPU_IR_NEG, tpu_ir_unary(g, TPU_IR_IMAG, x)));
 }
 
-// x^H over the trailing matrix dims.
-tpu_val_t tpu_linalg_adjoint(tpu_graph_t* g, tpu_val_t x) {
+// x^T over the trailing matrix dims.
+tpu_val_t tpu_linalg_transpose(tpu_graph_t* g, tpu_val_t x) {
   tpu_type_t t;
   if (!tpu_linalg_type(g, x, &t)) return TPU_VAL_NONE;
   int64_t perm[TPU_MAX_RANK];
   for (int i = 0; i < t.rank; ++i) perm[i] = i;
   perm[t.rank - 2] = t.rank - 1;
   perm[t.rank - 1] = t.rank - 2;
-  return tpu_linalg_conj(g, tpu_ir_transpose(g, x, perm));
+  return tpu_ir_transpose(g, x, perm);
+}
+
+// x^H over the trailing matrix dims.
+tpu_val_t tpu_linalg_adjoint(tpu_graph_t* g, tpu_val_t x) {
+  return tpu_linalg_conj(g, tpu_linalg_transpose(g, x));
 }
 
 // x[.., r0:r1, c0:c1]
