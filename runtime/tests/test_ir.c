@@ -408,3 +408,40 @@ void test_ir_run_lu(void) {
   tpu_graph_destroy(g);
   tpu_client_release(c);
 }
+
+void test_ir_run_qr(void) {
+  // Householder QR of a 4x3 matrix: Q (the first 3 columns of the
+  // reflectors' product) has orthonormal columns, R is upper triangular
+  // with LAPACK's signs (R[0][0] = -|column 0| for a positive A[0][0]), and
+  // Q R = A.
+  tpu_client_t* c = test_client(1);
+  tpu_graph_t* g = new_graph();
+  int64_t d[2] = {4, 3};
+  tpu_type_t t = tpu_type_make(TPU_F64, d, 2);
+  tpu_val_t a = tpu_ir_param(g, &t);
+  tpu_val_t packed, tau;
+  tpu_ir_qr(g, a, &packed, &tau);
+  tpu_val_t q = tpu_ir_householder_product(g, packed, tau, 3);
+  double av[12] = {2, -1, 0, 1, 3, 1, 0, 1, 4, 1, 0, 1}, pv[12], qv[12];
+  const void* in[1] = {av};
+  void* res[2] = {pv, qv};
+  size_t sizes[2] = {sizeof pv, sizeof qv};
+  tpu_val_t outs[2] = {packed, q};
+  run_graph(c, g, outs, 2, in, res, sizes);
+  CHECK_MSG(fabs(pv[0] + sqrt(6.0)) < 1e-12, "R[0][0] = %g, want -sqrt(6)", pv[0]);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      double dot = 0;
+      for (int r = 0; r < 4; ++r) dot += qv[r * 3 + i] * qv[r * 3 + j];
+      CHECK_MSG(fabs(dot - (i == j)) < 1e-12, "(Q^T Q)[%d][%d] = %g", i, j, dot);
+    }
+  for (int r = 0; r < 4; ++r)
+    for (int col = 0; col < 3; ++col) {
+      double s = 0;
+      for (int k = 0; k <= col; ++k) s += qv[r * 3 + k] * pv[k * 3 + col];
+      CHECK_MSG(fabs(s - av[r * 3 + col]) < 1e-12, "(QR)[%d][%d] = %g, want %g", r, col, s,
+                av[r * 3 + col]);
+    }
+  tpu_graph_destroy(g);
+  tpu_client_release(c);
+}

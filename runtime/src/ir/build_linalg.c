@@ -77,16 +77,22 @@ tpu_val_t tpu_ir_triangular_solve(tpu_graph_t* g, tpu_val_t a, tpu_val_t b,
 }
 
 // The loops carry (step, ...) and stop after `steps` steps; the printer
-// reads the bound from the attributes.
+// reads the bound from the attributes. Each builder skips a loop of no
+// steps (its slices would not fit empty matrices).
 static tpu_val_t loop(tpu_graph_t* g, tpu_ir_op_t op, tpu_val_t* carried, int n,
                       int64_t steps) {
   tpu_type_t t[4];
-  for (int i = 0; i < n; ++i) t[i] = g->nodes[carried[i]].type;
+  for (int i = 0; i < n; ++i) t[i] = g->nodes[carried[i]].type;  // n <= 4
   dims_attrs_t at;
   memset(&at, 0, sizeof at);
   at.n = 1;
   at.v[0] = steps;
   return tpu_graph_add_multi(g, op, carried, n, &at, sizeof at, t, n);
+}
+
+static bool float_matrices(const tpu_type_t* t) {
+  return t->rank >= 2 && (t->dtype == TPU_F32 || t->dtype == TPU_F64 || t->dtype == TPU_C64 ||
+                          t->dtype == TPU_C128);
 }
 
 // Row indices 0..m-1 over the batch dims of `t` (i32, batch x m).
@@ -102,8 +108,7 @@ void tpu_ir_lu(tpu_graph_t* g, tpu_val_t a, tpu_val_t* lu, tpu_val_t* pivots,
   *lu = *pivots = *perm = TPU_VAL_NONE;
   if (!valid(g, a)) return;
   tpu_type_t t = g->nodes[a].type;
-  if (t.rank < 2 || (!tpu_dtype_is_float(t.dtype) && !tpu_dtype_is_complex(t.dtype)) ||
-      t.dtype == TPU_F16 || t.dtype == TPU_BF16) {
+  if (!float_matrices(&t)) {
     (void)FAIL(g, "lu: operand is not a batch of f32, f64 or complex matrices");
     return;
   }
@@ -116,7 +121,7 @@ void tpu_ir_lu(tpu_graph_t* g, tpu_val_t a, tpu_val_t* lu, tpu_val_t* pivots,
   pd[vt.rank - 1] = k;
   tpu_val_t carried[4] = {tpu_ir_const_i(g, TPU_I32, 0, NULL, 0), a,
                           tpu_ir_const_i(g, TPU_I32, 0, pd, vt.rank), row_iota(g, &vt, m)};
-  if (k == 0) {  // nothing to do (and the loop's slices would not fit)
+  if (k == 0) {
     *lu = a;
     *pivots = carried[2];
     *perm = carried[3];
@@ -136,4 +141,48 @@ tpu_val_t tpu_ir_lu_permutation(tpu_graph_t* g, tpu_val_t pivots, int64_t m) {
   tpu_val_t carried[3] = {tpu_ir_const_i(g, TPU_I32, 0, NULL, 0), pivots, row_iota(g, &t, m)};
   if (t.dims[t.rank - 1] == 0) return carried[2];
   return tpu_ir_result(g, loop(g, TPU_IR_LU_PERMUTATION, carried, 3, t.dims[t.rank - 1]), 2);
+}
+
+
+void tpu_ir_qr(tpu_graph_t* g, tpu_val_t a, tpu_val_t* packed, tpu_val_t* tau) {
+  *packed = *tau = TPU_VAL_NONE;
+  if (!valid(g, a)) return;
+  tpu_type_t t = g->nodes[a].type;
+  if (!float_matrices(&t)) {
+    (void)FAIL(g, "qr: operand is not a batch of f32, f64 or complex matrices");
+    return;
+  }
+  int64_t m = t.dims[t.rank - 2], n = t.dims[t.rank - 1], k = m < n ? m : n;
+  int64_t td[TPU_MAX_RANK];  // batch x k
+  memcpy(td, t.dims, sizeof td);
+  td[t.rank - 2] = k;
+  tpu_val_t carried[3] = {tpu_ir_const_i(g, TPU_I32, 0, NULL, 0), a,
+                          tpu_ir_const(g, t.dtype, 0, td, t.rank - 1)};
+  if (k == 0) {
+    *packed = a;
+    *tau = carried[2];
+    return;
+  }
+  tpu_val_t v = loop(g, TPU_IR_QR, carried, 3, k);
+  *packed = tpu_ir_result(g, v, 1);
+  *tau = tpu_ir_result(g, v, 2);
+}
+
+tpu_val_t tpu_ir_householder_product(tpu_graph_t* g, tpu_val_t v, tpu_val_t tau, int64_t cols) {
+  if (!valid(g, v) || !valid(g, tau)) return TPU_VAL_NONE;
+  tpu_type_t t = g->nodes[v].type, tt = g->nodes[tau].type;
+  int r = t.rank;
+  int64_t m = t.dims[r - 2], k = tt.rank ? tt.dims[tt.rank - 1] : 0;
+  if (!float_matrices(&t) || tt.dtype != t.dtype || tt.rank != r - 1 || k > t.dims[r - 1] ||
+      cols < k || cols > m)
+    return FAIL(g, "householder_product: reflectors and scalars do not fit");
+  int64_t qd[TPU_MAX_RANK];
+  memcpy(qd, t.dims, sizeof qd);
+  qd[r - 1] = cols;
+  tpu_val_t row = tpu_ir_iota(g, TPU_I32, qd, r, r - 2), col = tpu_ir_iota(g, TPU_I32, qd, r, r - 1);
+  tpu_val_t eye = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_EQ, row, col),
+                                tpu_ir_const(g, t.dtype, 1, qd, r), tpu_ir_const(g, t.dtype, 0, qd, r));
+  if (k == 0) return eye;
+  tpu_val_t carried[4] = {tpu_ir_const_i(g, TPU_I32, 0, NULL, 0), eye, v, tau};
+  return tpu_ir_result(g, loop(g, TPU_IR_HOUSEHOLDER_PRODUCT, carried, 4, k), 1);
 }

@@ -135,7 +135,9 @@ void tpu_type_str(const tpu_type_t* t, char* out, size_t size);
   X(CHOLESKY, "stablehlo.cholesky", CHOLESKY)                    \
   X(TRIANGULAR_SOLVE, "stablehlo.triangular_solve", TRIANGULAR_SOLVE) \
   X(LU, "stablehlo.while", LOOP)                                 \
-  X(LU_PERMUTATION, "stablehlo.while", LOOP)
+  X(LU_PERMUTATION, "stablehlo.while", LOOP)                     \
+  X(QR, "stablehlo.while", LOOP)                                 \
+  X(HOUSEHOLDER_PRODUCT, "stablehlo.while", LOOP)
 
 typedef enum tpu_ir_op {
 #define TPU_IR_OP_ENUM(e, name, cls) TPU_IR_##e,
@@ -393,6 +395,16 @@ void tpu_ir_lu(tpu_graph_t* g, tpu_val_t a, tpu_val_t* lu, tpu_val_t* pivots,
 // make of m rows by swapping row i with row pivots[i] - 1 in order. Pivots
 // out of [1, m] leave the result unspecified.
 tpu_val_t tpu_ir_lu_permutation(tpu_graph_t* g, tpu_val_t pivots, int64_t m);
+// Householder QR of the (batched) trailing m x n matrices of float or
+// complex `a`, as LAPACK's geqrf (reflectors as its larfg makes them): R on
+// and above the diagonal of `packed`, the reflectors' vectors below it (their
+// leading 1 implicit), and their scalars `tau` (batch x min(m, n)).
+void tpu_ir_qr(tpu_graph_t* g, tpu_val_t a, tpu_val_t* packed, tpu_val_t* tau);
+// The first `cols` columns of H_0 H_1 ... H_{k-1} (batch x m x cols), the
+// reflectors H_i = I - tau_i v_i v_i^H given as geqrf packs them: v_i below
+// the diagonal of column i of `v` (batch x m x n), tau (batch x k), k <= n,
+// k <= cols <= m. As LAPACK's orgqr.
+tpu_val_t tpu_ir_householder_product(tpu_graph_t* g, tpu_val_t v, tpu_val_t tau, int64_t cols);
 
 // Keeps the values from being moved across this point by XLA.
 tpu_val_t tpu_ir_barrier(tpu_graph_t* g, tpu_val_t x);

@@ -339,12 +339,138 @@ static void put_permutation_body(tpu_strbuf_t* sb, long id, const tpu_type_t* ca
   close_block(&r, out, 3);
 }
 
+// conjugate(x) (x itself when real).
+static int conjugate(region_t* r, int x) {
+  const tpu_type_t* t = &r->types[x];
+  if (!tpu_dtype_is_complex(t->dtype)) return x;
+  tpu_type_t rt = with(t, real_part(t->dtype));
+  int re = emit(r, "real", &rt, NULL, 1, x), im = emit(r, "imag", &rt, NULL, 1, x);
+  return emit(r, "complex", t, NULL, 2, re, emit(r, "negate", &rt, NULL, 1, im));
+}
+
+// x (real) as a value of complex dtype t (x itself when t is real).
+static int as_dtype(region_t* r, int x, tpu_dtype_t t) {
+  if (r->types[x].dtype == t) return x;
+  tpu_type_t u = with(&r->types[x], t);
+  return emit(r, "convert", &u, NULL, 1, x);
+}
+
+// The reflector v of column i of x (batch x m x n): x's entries below the
+// diagonal, 1 on it, 0 above (`rows_v`: row indices, `i_v`: i; batch x m).
+static int reflector(region_t* r, int x, int i, int rows_v, int i_v, const tpu_type_t* tv) {
+  int nb = tv->rank - 1;
+  int col = slice_at(r, x, nb + 1, i, tv);
+  int unit = select(r, compare(r, "EQ", rows_v, i_v), constant(r, tv, 1), constant(r, tv, 0));
+  return select(r, compare(r, "GT", rows_v, i_v), col, unit);
+}
+
+// x - tau v (v^H x) for x (batch x m x c), v (batch x m), tau (batch):
+// the reflector I - tau v v^H applied from the left, on the columns where
+// `keep` (batch x m x c bool, or -1 for all) is false.
+static int reflect(region_t* r, int x, int v, int tau, int keep) {
+  const tpu_type_t* tx = &r->types[x];
+  int nb = tx->rank - 2;
+  int v_a = broadcast(r, v, tx, nb + 1, -1);
+  int w = reduce(r, "add", binary(r, "multiply", broadcast(r, conjugate(r, v), tx, nb + 1, -1), x), nb, 0);
+  int tw = binary(r, "multiply", broadcast(r, w, tx, nb + 1, nb), broadcast(r, tau, tx, nb, -1));
+  int y = binary(r, "subtract", x, binary(r, "multiply", v_a, tw));
+  return keep < 0 ? y : select(r, keep, x, y);
+}
+
+// One step of geqr2: the reflector of column i as LAPACK's larfg makes it
+// (beta = -sign(alpha_re) |(alpha, x)|, tau = (beta - alpha) / beta,
+// v = x / (alpha - beta); none when x is zero and alpha real), applied as
+// H^H to the columns right of i.
+static void put_qr_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
+  region_t r = {.sb = sb, .id = id};
+  open_block(&r, carried, 3);  // values 0..2: i, A, tau
+  const tpu_type_t *ta = &carried[1], *tk = &carried[2];
+  int nb = ta->rank - 2;
+  tpu_dtype_t dt = ta->dtype, rt = real_part(dt);
+  bool complex = tpu_dtype_is_complex(dt);
+  tpu_type_t tvi = with(ta, TPU_I32), tv = *ta;  // batch x m
+  tvi.rank = tv.rank = nb + 1;
+  tpu_type_t tb = tv, tvr = with(&tv, rt);
+  tb.rank = nb;
+  tpu_type_t tbr = with(&tb, rt), tai = with(ta, TPU_I32), tki = with(tk, TPU_I32);
+  int i = 0, a = 1, tau = 2;
+  int rows_v = iota(&r, &tvi, nb), i_v = broadcast(&r, i, &tvi, 0, -1);
+  int col = slice_at(&r, a, nb + 1, i, &tv);
+  int alpha = slice_at(&r, col, nb, i, &tb);
+  int below_v = compare(&r, "GT", rows_v, i_v);
+  int x = select(&r, below_v, col, constant(&r, &tv, 0));
+  int xx = complex ? binary(&r, "add", binary(&r, "multiply", emit(&r, "real", &tvr, NULL, 1, x),
+                                              emit(&r, "real", &tvr, NULL, 1, x)),
+                            binary(&r, "multiply", emit(&r, "imag", &tvr, NULL, 1, x),
+                                   emit(&r, "imag", &tvr, NULL, 1, x)))
+                   : binary(&r, "multiply", x, x);
+  int xnorm2 = reduce(&r, "add", xx, nb, 0);
+  int ar = complex ? emit(&r, "real", &tbr, NULL, 1, alpha) : alpha;
+  int ai = complex ? emit(&r, "imag", &tbr, NULL, 1, alpha) : constant(&r, &tbr, 0);
+  int norm = emit(&r, "sqrt", &tbr, NULL, 1,
+                  binary(&r, "add", binary(&r, "add", binary(&r, "multiply", ar, ar),
+                                           binary(&r, "multiply", ai, ai)), xnorm2));
+  int beta = select(&r, compare(&r, "LT", ar, constant(&r, &tbr, 0)), norm,
+                    emit(&r, "negate", &tbr, NULL, 1, norm));
+  int zero_b = constant(&r, &tbr, 0);
+  int none = binary(&r, "and", compare(&r, "EQ", xnorm2, zero_b), compare(&r, "EQ", ai, zero_b));
+  int t_re = binary(&r, "divide", binary(&r, "subtract", beta, ar), beta);
+  int t = complex ? emit(&r, "complex", &tb, NULL, 2, t_re,
+                         binary(&r, "divide", emit(&r, "negate", &tbr, NULL, 1, ai), beta))
+                  : t_re;
+  t = select(&r, none, constant(&r, &tb, 0), t);
+  int scale = binary(&r, "divide", constant(&r, &tb, 1),
+                     binary(&r, "subtract", alpha, as_dtype(&r, beta, dt)));
+  int v_below = binary(&r, "multiply", x, broadcast(&r, scale, &tv, nb, -1));
+  int at_iv = compare(&r, "EQ", rows_v, i_v);
+  int v = select(&r, below_v, v_below, select(&r, at_iv, constant(&r, &tv, 1), constant(&r, &tv, 0)));
+  // The new column i: beta on the diagonal, v below (unchanged when none).
+  int cols = iota(&r, &tai, nb + 1), i_a = broadcast(&r, i, &tai, 0, -1);
+  tpu_type_t tab = with(ta, TPU_BOOL);
+  int none_a = broadcast(&r, none, &tab, nb, -1);
+  int keep = binary(&r, "or", compare(&r, "LE", cols, i_a), none_a);
+  int a1 = reflect(&r, a, v, conjugate(&r, t), keep);
+  int beta_v = broadcast(&r, as_dtype(&r, beta, dt), &tv, nb, -1);
+  int new_col = select(&r, below_v, v_below, select(&r, at_iv, beta_v, col));
+  int at_col = binary(&r, "and", compare(&r, "EQ", cols, i_a),
+                      emit(&r, "not", &tab, NULL, 1, none_a));
+  int a2 = select(&r, at_col, broadcast(&r, new_col, ta, nb + 1, -1), a1);
+  int at_k = compare(&r, "EQ", iota(&r, &tki, nb), broadcast(&r, i, &tki, 0, -1));
+  int tau1 = select(&r, at_k, broadcast(&r, t, tk, nb, -1), tau);
+  tpu_type_t s = {.dtype = TPU_I32, .rank = 0};
+  int out[3] = {binary(&r, "add", i, constant(&r, &s, 1)), a2, tau1};
+  close_block(&r, out, 3);
+}
+
+// One step of orgqr, backwards: Q = H_i Q for i = k - 1 - step.
+static void put_householder_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
+  region_t r = {.sb = sb, .id = id};
+  open_block(&r, carried, 4);  // values 0..3: step, Q, V, tau
+  const tpu_type_t *tvm = &carried[2], *tk = &carried[3];
+  int nb = tvm->rank - 2;
+  tpu_type_t tvi = with(tvm, TPU_I32), tv = *tvm, tb = *tk;
+  tvi.rank = tv.rank = nb + 1;
+  tb.rank = nb;
+  tpu_type_t s = {.dtype = TPU_I32, .rank = 0};
+  int step = 0, q = 1, vm = 2, tau = 3;
+  int i = binary(&r, "subtract", constant(&r, &s, (double)(tk->dims[nb] - 1)), step);
+  int rows_v = iota(&r, &tvi, nb), i_v = broadcast(&r, i, &tvi, 0, -1);
+  int v = reflector(&r, vm, i, rows_v, i_v, &tv);
+  int q1 = reflect(&r, q, v, slice_at(&r, tau, nb, i, &tb), -1);
+  int out[4] = {binary(&r, "add", step, constant(&r, &s, 1)), q1, vm, tau};
+  close_block(&r, out, 4);
+}
+
 void tpu_print_loop(tpu_strbuf_t* sb, const tpu_node_t* n, int32_t v) {
   const dims_attrs_t* a = n->attrs;
   tpu_strbuf_puts(sb, "(");
   put_cond(sb, 2L * v, n->result_types, n->num_results, a->v[0]);
   tpu_strbuf_puts(sb, ", ");
-  if (n->op == TPU_IR_LU) put_lu_body(sb, 2L * v + 1, n->result_types);
-  else put_permutation_body(sb, 2L * v + 1, n->result_types);
+  switch (n->op) {
+    case TPU_IR_LU: put_lu_body(sb, 2L * v + 1, n->result_types); break;
+    case TPU_IR_LU_PERMUTATION: put_permutation_body(sb, 2L * v + 1, n->result_types); break;
+    case TPU_IR_QR: put_qr_body(sb, 2L * v + 1, n->result_types); break;
+    default: put_householder_body(sb, 2L * v + 1, n->result_types); break;
+  }
   tpu_strbuf_puts(sb, ") ");
 }
