@@ -102,7 +102,7 @@ def test_ops_figures(run_doc):
         peak = _rec(doc, f"ops/{bench}/peak/rate")
         src = _rec(doc, peak["extra"]["source"])
         assert peak["value"] == src["stats"]["max"] > 0
-    for bench in ("elementwise_add", "reduction_sum", "matmul", "conv2d"):
+    for bench in ("elementwise_add", "reduction_sum", "matmul", "conv2d", "solve", "qr"):
         cpu = _rec(doc, f"ops/{bench}/cpu-eager/rate")
         assert cpu["status"] == "ok" and cpu["value"] > 0
         tpu = _rec(doc, f"ops/{bench}/tpu/rate")
@@ -297,14 +297,14 @@ def test_cli_entry_point(tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax not installed")
 def test_jax_peer_tiny():
     peer = ROOT / "torchtpu" / "perflab" / "peer_jax.py"
-    job = {"ops": {"elements": 1024, "matmul": 16, "reps": 2, "warmup": 1,
+    job = {"ops": {"elements": 1024, "matmul": 16, "linalg": 8, "reps": 2, "warmup": 1,
                    "conv": {"n": 1, "cin": 2, "cout": 2, "h": 4, "w": 4, "k": 3}},
            "mlp": {"batch": 4, "dim_in": 64, "hidden": 128, "classes": 10, "reps": 2,
                    "warmup": 1}}
     doc, err = harness.run_python([str(peer), json.dumps(job)], timeout=180)
     assert err is None, err
     assert doc["backend"] == "cpu"
-    for bench in ("elementwise_add", "reduction_sum", "matmul", "conv2d"):
+    for bench in ("elementwise_add", "reduction_sum", "matmul", "conv2d", "solve", "qr"):
         assert len(doc["ops"][bench]["samples"]) == 2
     assert doc["mlp"]["train"]["first_s"] > 0
 

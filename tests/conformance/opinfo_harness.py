@@ -100,6 +100,13 @@ _override(["_foreach_add", "_foreach_sub"], [torch.bfloat16], 2e-2, 1.6e-2,
 _override(["nn.functional.multi_head_attention_forward"], [torch.float32], 5e-3, 1e-4,
           "softmax of logits ~7000 amplifies 1-ulp matmul differences")
 
+# householder_product's backward multiplies chains of reflectors, which
+# amplifies float32 rounding: on random inputs tpu's gradients were no
+# further from a float64 run than CPU's (4.7e-4 against 1.4e-3 relative),
+# but 1.5e-5 from CPU's in one OpInfo sample.
+_override(["linalg.householder_product"], [torch.float32], 1e-4, 1e-5,
+          "float32 rounding of reflector chains in the backward")
+
 _SETUP_DONE = False
 # Called once per sample (sweep.py's workers touch a heartbeat file, so a
 # slow case is not taken for a hang).

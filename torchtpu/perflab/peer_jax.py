@@ -53,6 +53,14 @@ def run_ops(cfg, jax, jnp):
     conv = jax.jit(lambda i, k: jax.lax.conv_general_dilated(
         i, k, (1, 1), [(pad, pad), (pad, pad)], dimension_numbers=("NCHW", "OIHW", "NCHW")))
     out["conv2d"] = timings(lambda: conv(img, ker), reps, warmup)
+    if "linalg" in cfg:
+        k = cfg["linalg"]
+        sq = jax.random.normal(k1, (k, k), jnp.float32)
+        rhs = jax.random.normal(k2, (k, 1), jnp.float32)
+        solve = jax.jit(jnp.linalg.solve)
+        out["solve"] = timings(lambda: solve(sq, rhs), reps, warmup)
+        qr = jax.jit(lambda x: tuple(jnp.linalg.qr(x)))
+        out["qr"] = timings(lambda: qr(sq)[1], reps, warmup)
     return {k: {"samples": v[0], "first_s": v[1]} for k, v in out.items()}
 
 

@@ -3,6 +3,8 @@ of changes between two runs (--compare)."""
 import json
 from pathlib import Path
 
+from torchtpu.perflab.suite_ops import BENCHES
+
 MODEL_IMPLS = ("tpu-strict", "tpu-fused", "tpu-debug", "cpu-eager", "cpu-inductor", "jax")
 MODEL_KINDS = ("forward", "train", "train-pipelined")
 
@@ -165,6 +167,9 @@ def _md_ops(doc, recs, rats):
             "matmul": f"{sz['matmul']}x{sz['matmul']} @ {sz['matmul']}x{sz['matmul']}",
             "conv2d": f"N{conv['n']} C{conv['cin']}->{conv['cout']} {conv['h']}x{conv['w']} "
                       f"k{conv['k']}"}
+    if "linalg" in sz:  # (runs from before these benches have no size)
+        desc["solve"] = f"linalg.solve {sz['linalg']}x{sz['linalg']}, one column"
+        desc["qr"] = f"linalg.qr {sz['linalg']}x{sz['linalg']} (Q and R)"
     impls = ["tpu", "cpu-eager"] + (["jax"] if any(r["impl"] == "jax" for r in doc["records"]
                                                    if r["suite"] == "ops") else [])
     out += ["", "## ops: throughput of large ops (tpu in strict mode)", ""]
@@ -357,7 +362,7 @@ def _plot_ops(plt, doc, recs, rats):
     impls = [i for i in ("tpu", "cpu-eager", "jax")
              if any(r["suite"] == "ops" and r["impl"] == i for r in doc["records"])]
     peaks = doc["suites"]["ops"].get("peaks", {})
-    benches = ["elementwise_add", "reduction_sum", "matmul", "conv2d"]
+    benches = [b for b in BENCHES if f"ops/{b}/cpu-eager/rate" in recs]
 
     def pct(bench, impl):
         r = recs.get(f"ops/{bench}/{impl}/rate")

@@ -7,7 +7,8 @@ any method is the "practical peak" the ops are compared with (load from
 other processes only ever slows a sample down; the medians are kept too).
 
 Then elementwise add and a full sum (GB/s: bytes read and written per
-second), matmul and conv2d (GFLOP/s), on tpu (strict mode: one program per
+second), matmul, conv2d, a linear solve and a QR factorization (GFLOP/s, the
+textbook operation counts), on tpu (strict mode: one program per
 op) and PyTorch CPU eager, their samples interleaved; and, when installed,
 JAX on its CPU backend, in a process of its own.
 """
@@ -18,7 +19,7 @@ from torchtpu.perflab import harness
 from torchtpu.perflab.harness import Stats
 
 SUITE = "ops"
-BENCHES = ("elementwise_add", "reduction_sum", "matmul", "conv2d")
+BENCHES = ("elementwise_add", "reduction_sum", "matmul", "conv2d", "solve", "qr")
 
 
 def sizes(cfg):
@@ -28,6 +29,7 @@ def sizes(cfg):
         "conv": cfg.pick({"n": 8, "cin": 64, "cout": 64, "h": 56, "w": 56, "k": 3},
                          {"n": 4, "cin": 32, "cout": 32, "h": 32, "w": 32, "k": 3},
                          {"n": 1, "cin": 8, "cout": 8, "h": 8, "w": 8, "k": 3}),
+        "linalg": cfg.pick(512, 256, 32),
         "calib_elements": cfg.pick(1 << 25, 1 << 23, 1 << 18),
         "calib_matmul": cfg.pick(2048, 1024, 128),
     }
@@ -44,6 +46,11 @@ def work(bench, sz):
         return 2 * m ** 3, "GFLOP/s"
     if bench == "conv2d":
         return 2 * c["n"] * c["cout"] * c["h"] * c["w"] * c["cin"] * c["k"] ** 2, "GFLOP/s"
+    k = sz["linalg"]
+    if bench == "solve":  # LU (2/3 n^3) and two triangular solves of one column
+        return 2 * k ** 3 // 3 + 2 * k ** 2, "GFLOP/s"
+    if bench == "qr":  # Householder R (4/3 n^3) and Q from its reflectors (4/3 n^3)
+        return 8 * k ** 3 // 3, "GFLOP/s"
     raise ValueError(bench)
 
 
@@ -130,6 +137,13 @@ def make_inputs(bench, sz, device):
         a = torch.randn(m, m, generator=g).to(device)
         b = torch.randn(m, m, generator=g).to(device)
         return lambda: a @ b
+    if bench in ("solve", "qr"):
+        k = sz["linalg"]
+        a = torch.randn(k, k, generator=g).to(device)
+        b = torch.randn(k, 1, generator=g).to(device)
+        if bench == "solve":
+            return lambda: torch.linalg.solve(a, b)
+        return lambda: torch.linalg.qr(a)
     c = sz["conv"]
     x = torch.randn(c["n"], c["cin"], c["h"], c["w"], generator=g).to(device)
     w = torch.randn(c["cout"], c["cin"], c["k"], c["k"], generator=g).to(device)
@@ -144,7 +158,7 @@ def run_jax(results, cfg, sz, reps, warmup):
 
     peer = str(Path(__file__).with_name("peer_jax.py"))
     job = {"ops": {"elements": sz["elements"], "matmul": sz["matmul"], "conv": sz["conv"],
-                   "reps": reps, "warmup": warmup}}
+                   "linalg": sz["linalg"], "reps": reps, "warmup": warmup}}
     doc, err = harness.run_python([peer, json.dumps(job)], timeout=cfg.timeout)
 
     for bench in BENCHES:
