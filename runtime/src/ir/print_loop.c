@@ -1,19 +1,22 @@
-// The regions of the LU loops (stablehlo.while): the condition and the body
-// of one step, written out op by op. StableHLO has no LU decomposition, so
-// the factorization is a loop over columns. Each step slices column i and
-// row i (the same i for every matrix of the batch), finds each matrix's
-// pivot row through masks (row == p), and does the swap, the rank-1 update
-// and the multipliers in one elementwise pass over the matrices.
+// The regions of the matrix-factorization loops (stablehlo.while): the
+// condition and the body of one step, written out op by op. StableHLO has no
+// LU or QR decomposition, so they are loops over columns. Each step slices
+// column i (and row i: the same i for every matrix of the batch), finds what
+// differs per matrix through masks (row == p), and updates the matrices in
+// one or two elementwise passes.
 //
-// Body of TPU_IR_LU, step i (carried: i, A, pivots, perm):
+// TPU_IR_LU, step i (carried: i, A, pivots, perm):
 //   p      = the first row >= i of the largest |A[:, i]| (LAPACK's choice,
 //            |re| + |im| for complex), i when the column is NaN
 //   A      = A with rows i and p swapped; perm the same; pivots[i] = p + 1
 //   l      = A[:, i] / A[i, i] (times the reciprocal, as LAPACK; unscaled
 //            when the pivot is zero)
 //   A[r, c] -= l[r] A[i, c] for r, c > i; A[r, i] = l[r] for r > i
-// Body of TPU_IR_LU_PERMUTATION, step i (carried: i, pivots, perm): swaps
-// perm[i] and perm[pivots[i] - 1].
+// TPU_IR_LU_PERMUTATION, step i (carried: i, pivots, perm): swaps perm[i]
+// and perm[pivots[i] - 1].
+// TPU_IR_QR, step i (carried: i, A, tau): LAPACK's geqr2 (put_qr_body).
+// TPU_IR_HOUSEHOLDER_PRODUCT, step j (carried: j, Q, V, tau): LAPACK's
+// org2r backwards, Q = H_i Q for i = k - 1 - j.
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,7 +41,8 @@ static void put_t(tpu_strbuf_t* sb, const tpu_type_t* t) {
 }
 
 static int new_value(region_t* r, const tpu_type_t* t) {
-  if (r->count == (int)(sizeof r->types / sizeof r->types[0])) return r->count - 1;  // never
+  // (the largest body, QR's, uses about 150)
+  if (r->count == (int)(sizeof r->types / sizeof r->types[0])) return r->count - 1;
   r->types[r->count] = *t;
   return r->count++;
 }
@@ -348,6 +352,15 @@ static int conjugate(region_t* r, int x) {
   return emit(r, "complex", t, NULL, 2, re, emit(r, "negate", &rt, NULL, 1, im));
 }
 
+// |x|^2, real.
+static int abs_squared(region_t* r, int x) {
+  const tpu_type_t* t = &r->types[x];
+  if (!tpu_dtype_is_complex(t->dtype)) return binary(r, "multiply", x, x);
+  tpu_type_t rt = with(t, real_part(t->dtype));
+  int re = emit(r, "real", &rt, NULL, 1, x), im = emit(r, "imag", &rt, NULL, 1, x);
+  return binary(r, "add", binary(r, "multiply", re, re), binary(r, "multiply", im, im));
+}
+
 // x (real) as a value of complex dtype t (x itself when t is real).
 static int as_dtype(region_t* r, int x, tpu_dtype_t t) {
   if (r->types[x].dtype == t) return x;
@@ -390,7 +403,7 @@ static void put_qr_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
   bool complex = tpu_dtype_is_complex(dt);
   tpu_type_t tvi = with(ta, TPU_I32), tv = *ta;  // batch x m
   tvi.rank = tv.rank = nb + 1;
-  tpu_type_t tb = tv, tvr = with(&tv, rt);
+  tpu_type_t tb = tv;
   tb.rank = nb;
   tpu_type_t tbr = with(&tb, rt), tai = with(ta, TPU_I32), tki = with(tk, TPU_I32);
   int i = 0, a = 1, tau = 2;
@@ -399,17 +412,10 @@ static void put_qr_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
   int alpha = slice_at(&r, col, nb, i, &tb);
   int below_v = compare(&r, "GT", rows_v, i_v);
   int x = select(&r, below_v, col, constant(&r, &tv, 0));
-  int xx = complex ? binary(&r, "add", binary(&r, "multiply", emit(&r, "real", &tvr, NULL, 1, x),
-                                              emit(&r, "real", &tvr, NULL, 1, x)),
-                            binary(&r, "multiply", emit(&r, "imag", &tvr, NULL, 1, x),
-                                   emit(&r, "imag", &tvr, NULL, 1, x)))
-                   : binary(&r, "multiply", x, x);
-  int xnorm2 = reduce(&r, "add", xx, nb, 0);
+  int xnorm2 = reduce(&r, "add", abs_squared(&r, x), nb, 0);
   int ar = complex ? emit(&r, "real", &tbr, NULL, 1, alpha) : alpha;
   int ai = complex ? emit(&r, "imag", &tbr, NULL, 1, alpha) : constant(&r, &tbr, 0);
-  int norm = emit(&r, "sqrt", &tbr, NULL, 1,
-                  binary(&r, "add", binary(&r, "add", binary(&r, "multiply", ar, ar),
-                                           binary(&r, "multiply", ai, ai)), xnorm2));
+  int norm = emit(&r, "sqrt", &tbr, NULL, 1, binary(&r, "add", abs_squared(&r, alpha), xnorm2));
   int beta = select(&r, compare(&r, "LT", ar, constant(&r, &tbr, 0)), norm,
                     emit(&r, "negate", &tbr, NULL, 1, norm));
   int zero_b = constant(&r, &tbr, 0);
@@ -424,7 +430,8 @@ static void put_qr_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
   int v_below = binary(&r, "multiply", x, broadcast(&r, scale, &tv, nb, -1));
   int at_iv = compare(&r, "EQ", rows_v, i_v);
   int v = select(&r, below_v, v_below, select(&r, at_iv, constant(&r, &tv, 1), constant(&r, &tv, 0)));
-  // The new column i: beta on the diagonal, v below (unchanged when none).
+  // H^H on the columns right of i, and column i: beta on the diagonal, v
+  // below it (none: H = I, the matrix stays as it is).
   int cols = iota(&r, &tai, nb + 1), i_a = broadcast(&r, i, &tai, 0, -1);
   tpu_type_t tab = with(ta, TPU_BOOL);
   int none_a = broadcast(&r, none, &tab, nb, -1);
