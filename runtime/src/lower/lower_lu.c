@@ -1,7 +1,8 @@
 // The LU family: linalg_lu_factor_ex, linalg_lu, lu_unpack, linalg_lu_solve,
 // _linalg_solve_ex, linalg_inv_ex, _linalg_det, _linalg_slogdet, on the LU
-// loop of the IR (tpu_ir_lu: partial pivoting as LAPACK's getrf, the same
-// pivots) and stablehlo.triangular_solve.
+// loop of the IR (tpu_ir_lu: partial pivoting as LAPACK's getf2, the same
+// pivots), blocked as LAPACK's getrf for more than LU_BLOCK columns, and
+// stablehlo.triangular_solve.
 //
 // Outputs follow CPU's conventions, which PyTorch's backward formulas rely
 // on: solve factors A itself, det and slogdet factor A^T when A is a
@@ -21,126 +22,6 @@
 typedef struct factors {
   tpu_val_t lu, pivots, perm, info;
 } factors_t;
-
-// Columns per panel of the blocked factorization.
-enum { LU_BLOCK = 64, LU_MAX_BLOCKS = 16 };
-
-static tpu_val_t permute_rows(tpu_graph_t* g, tpu_val_t x, tpu_val_t perm);
-
-// a @ b over the trailing matrix dims (batch dims equal).
-static tpu_val_t matmul(tpu_graph_t* g, tpu_val_t a, tpu_val_t b) {
-  tpu_type_t t;
-  if (!tpu_linalg_type(g, a, &t)) return TPU_VAL_NONE;
-  tpu_dot_dims_t dn;
-  memset(&dn, 0, sizeof dn);
-  dn.n_batch = t.rank - 2;
-  for (int i = 0; i < dn.n_batch; ++i) dn.lhs_batch[i] = dn.rhs_batch[i] = i;
-  dn.n_contract = 1;
-  dn.lhs_contract[0] = t.rank - 1;
-  dn.rhs_contract[0] = t.rank - 2;
-  return tpu_ir_dot(g, a, b, &dn, t.dtype);
-}
-
-// x from entry `from` of its last dim on; and x with that part replaced by
-// `tail`.
-static tpu_val_t tail_of(tpu_graph_t* g, tpu_val_t x, int64_t from) {
-  tpu_type_t t;
-  if (!tpu_linalg_type(g, x, &t)) return TPU_VAL_NONE;
-  int64_t lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK];
-  memcpy(hi, t.dims, sizeof hi);
-  lo[t.rank - 1] = from;
-  return tpu_ir_slice(g, x, lo, hi, NULL);
-}
-
-static tpu_val_t with_tail(tpu_graph_t* g, tpu_val_t x, int64_t from, tpu_val_t tail) {
-  if (from == 0) return tail;
-  tpu_type_t t;
-  if (!tpu_linalg_type(g, x, &t)) return TPU_VAL_NONE;
-  int64_t lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK];
-  memcpy(hi, t.dims, sizeof hi);
-  hi[t.rank - 1] = from;
-  tpu_val_t parts[2] = {tpu_ir_slice(g, x, lo, hi, NULL), tail};
-  return tpu_ir_concat(g, parts, 2, t.rank - 1);
-}
-
-// LAPACK's blocked getrf, right-looking: each panel (the rows from k0 down,
-// its columns) is factored by the loop, its row swaps applied to those
-// whole rows, U12 = L11^-1 A12 by a triangular solve and the trailing
-// matrix updated by one matrix product, so that most of the work is in
-// matrix products. The loop alone would touch the whole matrix per column.
-static void blocked_lu(tpu_graph_t* g, tpu_val_t a, tpu_val_t* lu, tpu_val_t* pivots,
-                       tpu_val_t* perm) {
-  tpu_type_t t;
-  *lu = *pivots = *perm = TPU_VAL_NONE;
-  if (!tpu_linalg_type(g, a, &t)) return;
-  int r = t.rank;
-  int64_t m = t.dims[r - 2], n = t.dims[r - 1], k = m < n ? m : n;
-  int64_t block = LU_BLOCK;
-  if (k > LU_BLOCK * LU_MAX_BLOCKS) block = (k + LU_MAX_BLOCKS - 1) / LU_MAX_BLOCKS;
-  tpu_val_t pivs[LU_MAX_BLOCKS + 1];
-  int count = 0;
-  *lu = a;
-  *perm = tpu_ir_iota(g, TPU_I32, t.dims, r - 1, r - 2);  // batch x m
-  for (int64_t k0 = 0; k0 < k && tpu_graph_ok(g); k0 += block) {
-    int64_t kb = k - k0 < block ? k - k0 : block, rows = m - k0, right = k0 + kb;
-    tpu_val_t below = tpu_linalg_block(g, *lu, k0, m, 0, n);
-    tpu_val_t plu, ppiv, pperm;
-    tpu_ir_lu(g, tpu_linalg_block(g, below, 0, rows, k0, right), &plu, &ppiv, &pperm);
-    below = permute_rows(g, below, pperm);
-    tpu_val_t cols[3];
-    int nc = 0;
-    if (k0 > 0) cols[nc++] = tpu_linalg_block(g, below, 0, rows, 0, k0);
-    cols[nc++] = plu;
-    if (right < n) {
-      tpu_val_t l11 = tpu_linalg_block(g, plu, 0, kb, 0, kb);
-      tpu_val_t u12 = tpu_linalg_tri_solve(g, l11, tpu_linalg_block(g, below, 0, kb, right, n),
-                                           true, true, true, TPU_TRANSPOSE_NO);
-      cols[nc] = u12;
-      if (rows > kb) {
-        tpu_val_t a22 = tpu_linalg_block(g, below, kb, rows, right, n);
-        a22 = tpu_ir_binary(g, TPU_IR_SUB, a22,
-                            matmul(g, tpu_linalg_block(g, plu, kb, rows, 0, kb), u12));
-        tpu_val_t stacked[2] = {u12, a22};
-        cols[nc] = tpu_ir_concat(g, stacked, 2, r - 2);
-      }
-      ++nc;
-    }
-    below = nc == 1 ? cols[0] : tpu_ir_concat(g, cols, nc, r - 1);
-    if (k0 > 0) {
-      tpu_val_t stacked[2] = {tpu_linalg_block(g, *lu, 0, k0, 0, n), below};
-      below = tpu_ir_concat(g, stacked, 2, r - 2);
-    }
-    *lu = below;
-    tpu_type_t pt;
-    if (!tpu_linalg_type(g, ppiv, &pt)) return;
-    pivs[count++] = tpu_ir_binary(g, TPU_IR_ADD, ppiv,
-                                  tpu_ir_const_i(g, TPU_I32, k0, pt.dims, pt.rank));
-    // perm[k0:] = perm[k0:][pperm], through permute_rows on a column
-    tpu_val_t tail = tail_of(g, *perm, k0);
-    int64_t col[TPU_MAX_RANK];
-    memcpy(col, pt.dims, sizeof(int64_t) * (size_t)pt.rank);
-    col[r - 2] = rows;
-    col[r - 1] = 1;
-    tail = tpu_ir_reshape(g, permute_rows(g, tpu_ir_reshape(g, tail, col, r), pperm), col, r - 1);
-    *perm = with_tail(g, *perm, k0, tail);
-  }
-  *pivots = count == 1 ? pivs[0] : tpu_ir_concat(g, pivs, count, r - 2);
-}
-
-static factors_t factor(tpu_graph_t* g, tpu_val_t a) {
-  factors_t f;
-  tpu_type_t t;
-  f.lu = f.pivots = f.perm = f.info = TPU_VAL_NONE;
-  if (!tpu_linalg_type(g, a, &t)) return f;
-  int64_t m = t.dims[t.rank - 2], n = t.dims[t.rank - 1];
-  if ((m < n ? m : n) <= LU_BLOCK) tpu_ir_lu(g, a, &f.lu, &f.pivots, &f.perm);
-  else blocked_lu(g, a, &f.lu, &f.pivots, &f.perm);
-  tpu_val_t d = tpu_linalg_diagonal(g, f.lu);
-  if (tpu_linalg_type(g, d, &t))
-    f.info = tpu_linalg_first_bad(
-        g, tpu_ir_compare(g, TPU_CMP_EQ, d, tpu_ir_const(g, t.dtype, 0, t.dims, t.rank)));
-  return f;
-}
 
 // The dtypes LAPACK factors; others raise CPU's NotImplementedError.
 static tpu_status_t check_lu_dtype(tpu_lower_ctx_t* cx, int arg) {
@@ -212,6 +93,113 @@ static tpu_val_t permute_rows(tpu_graph_t* g, tpu_val_t x, tpu_val_t perm) {
   tpu_val_t y = tpu_gather_rows(g, tpu_ir_reshape(g, x, flat, 2),
                                 tpu_ir_reshape(g, off, &rows, 1), 1, c);
   return tpu_ir_reshape(g, y, t.dims, r);
+}
+
+// Columns per panel of the blocked factorization.
+enum { LU_BLOCK = 64, LU_MAX_BLOCKS = 16 };
+
+// x from entry `from` of its last dim on; and x with that part replaced by
+// `tail`.
+static tpu_val_t tail_of(tpu_graph_t* g, tpu_val_t x, int64_t from) {
+  tpu_type_t t;
+  if (!tpu_linalg_type(g, x, &t)) return TPU_VAL_NONE;
+  int64_t lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK];
+  memcpy(hi, t.dims, sizeof hi);
+  lo[t.rank - 1] = from;
+  return tpu_ir_slice(g, x, lo, hi, NULL);
+}
+
+static tpu_val_t with_tail(tpu_graph_t* g, tpu_val_t x, int64_t from, tpu_val_t tail) {
+  if (from == 0) return tail;
+  tpu_type_t t;
+  if (!tpu_linalg_type(g, x, &t)) return TPU_VAL_NONE;
+  int64_t lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK];
+  memcpy(hi, t.dims, sizeof hi);
+  hi[t.rank - 1] = from;
+  tpu_val_t parts[2] = {tpu_ir_slice(g, x, lo, hi, NULL), tail};
+  return tpu_ir_concat(g, parts, 2, t.rank - 1);
+}
+
+// LAPACK's blocked getrf, right-looking: each panel (the rows from k0 down,
+// its columns) is factored by the loop, its row swaps applied to those
+// whole rows, U12 = L11^-1 A12 by a triangular solve and the trailing
+// matrix updated by one matrix product, so that most of the work is in
+// matrix products. The loop alone would touch the whole matrix per column.
+static void blocked_lu(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t* lu, tpu_val_t* pivots,
+                       tpu_val_t* perm) {
+  tpu_graph_t* g = cx->g;
+  tpu_type_t t;
+  *lu = *pivots = *perm = TPU_VAL_NONE;
+  if (!tpu_linalg_type(g, a, &t)) return;
+  int r = t.rank;
+  int64_t m = t.dims[r - 2], n = t.dims[r - 1], k = m < n ? m : n;
+  int64_t block = LU_BLOCK;
+  if (k > LU_BLOCK * LU_MAX_BLOCKS) block = (k + LU_MAX_BLOCKS - 1) / LU_MAX_BLOCKS;
+  tpu_val_t pivs[LU_MAX_BLOCKS + 1];
+  int count = 0;
+  *lu = a;
+  *perm = tpu_ir_iota(g, TPU_I32, t.dims, r - 1, r - 2);  // batch x m
+  for (int64_t k0 = 0; k0 < k && tpu_graph_ok(g); k0 += block) {
+    int64_t kb = k - k0 < block ? k - k0 : block, rows = m - k0, right = k0 + kb;
+    tpu_val_t below = tpu_linalg_block(g, *lu, k0, m, 0, n);
+    tpu_val_t plu, ppiv, pperm;
+    tpu_ir_lu(g, tpu_linalg_block(g, below, 0, rows, k0, right), &plu, &ppiv, &pperm);
+    below = permute_rows(g, below, pperm);
+    tpu_val_t cols[3];
+    int nc = 0;
+    if (k0 > 0) cols[nc++] = tpu_linalg_block(g, below, 0, rows, 0, k0);
+    cols[nc++] = plu;
+    if (right < n) {
+      tpu_val_t l11 = tpu_linalg_block(g, plu, 0, kb, 0, kb);
+      tpu_val_t u12 = tpu_linalg_tri_solve(g, l11, tpu_linalg_block(g, below, 0, kb, right, n),
+                                           true, true, true, TPU_TRANSPOSE_NO);
+      cols[nc] = u12;
+      if (rows > kb) {
+        tpu_val_t a22 = tpu_linalg_block(g, below, kb, rows, right, n);
+        a22 = tpu_ir_binary(g, TPU_IR_SUB, a22,
+                            tpu_lower_matmul_values(cx, tpu_linalg_block(g, plu, kb, rows, 0, kb),
+                                                    u12, r - 2, t.dtype));
+        tpu_val_t stacked[2] = {u12, a22};
+        cols[nc] = tpu_ir_concat(g, stacked, 2, r - 2);
+      }
+      ++nc;
+    }
+    below = nc == 1 ? cols[0] : tpu_ir_concat(g, cols, nc, r - 1);
+    if (k0 > 0) {
+      tpu_val_t stacked[2] = {tpu_linalg_block(g, *lu, 0, k0, 0, n), below};
+      below = tpu_ir_concat(g, stacked, 2, r - 2);
+    }
+    *lu = below;
+    tpu_type_t pt;
+    if (!tpu_linalg_type(g, ppiv, &pt)) return;
+    pivs[count++] = tpu_ir_binary(g, TPU_IR_ADD, ppiv,
+                                  tpu_ir_const_i(g, TPU_I32, k0, pt.dims, pt.rank));
+    // perm[k0:] = perm[k0:][pperm], through permute_rows on a column
+    tpu_val_t tail = tail_of(g, *perm, k0);
+    int64_t col[TPU_MAX_RANK];
+    memcpy(col, pt.dims, sizeof(int64_t) * (size_t)pt.rank);
+    col[r - 2] = rows;
+    col[r - 1] = 1;
+    tail = tpu_ir_reshape(g, permute_rows(g, tpu_ir_reshape(g, tail, col, r), pperm), col, r - 1);
+    *perm = with_tail(g, *perm, k0, tail);
+  }
+  *pivots = count == 1 ? pivs[0] : tpu_ir_concat(g, pivs, count, r - 2);
+}
+
+static factors_t factor(tpu_lower_ctx_t* cx, tpu_val_t a) {
+  tpu_graph_t* g = cx->g;
+  factors_t f;
+  tpu_type_t t;
+  f.lu = f.pivots = f.perm = f.info = TPU_VAL_NONE;
+  if (!tpu_linalg_type(g, a, &t)) return f;
+  int64_t m = t.dims[t.rank - 2], n = t.dims[t.rank - 1];
+  if ((m < n ? m : n) <= LU_BLOCK) tpu_ir_lu(g, a, &f.lu, &f.pivots, &f.perm);
+  else blocked_lu(cx, a, &f.lu, &f.pivots, &f.perm);
+  tpu_val_t d = tpu_linalg_diagonal(g, f.lu);
+  if (tpu_linalg_type(g, d, &t))
+    f.info = tpu_linalg_first_bad(
+        g, tpu_ir_compare(g, TPU_CMP_EQ, d, tpu_ir_const(g, t.dtype, 0, t.dims, t.rank)));
+  return f;
 }
 
 // The inverse of the permutations perm (i32, batch x m).
@@ -307,7 +295,7 @@ tpu_status_t tpu_lower_linalg_lu_factor_ex(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(check_rank(cx, 0, "torch.lu_factor"));
   TPU_RETURN_IF_ERROR(check_lu_dtype(cx, 0));
   TPU_RETURN_IF_ERROR(check_pivot(cx));
-  factors_t f = factor(cx->g, tpu_lower_tensor(cx, 0));
+  factors_t f = factor(cx, tpu_lower_tensor(cx, 0));
   if (tpu_arg_bool(cx, 2, false))
     tpu_linalg_assert_info(cx, f.info, "torch.linalg.lu_factor_ex", LU_ZERO_PIVOT);
   tpu_lower_out(cx, 0, f.lu);
@@ -321,7 +309,7 @@ tpu_status_t tpu_lower_linalg_lu(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(check_rank(cx, 0, "linalg.lu"));
   TPU_RETURN_IF_ERROR(check_lu_dtype(cx, 0));
   TPU_RETURN_IF_ERROR(check_pivot(cx));
-  factors_t f = factor(cx->g, tpu_lower_tensor(cx, 0));
+  factors_t f = factor(cx, tpu_lower_tensor(cx, 0));
   tpu_val_t l, u;
   unpack_factors(cx->g, f.lu, &l, &u);
   tpu_lower_out(cx, 0, permutation_matrix(cx->g, f.perm, tpu_arg_value_dtype(cx, 0)));
@@ -441,7 +429,7 @@ tpu_status_t tpu_lower_linalg_solve_ex(tpu_lower_ctx_t* cx) {
   shape[br] = bm[rbm - 2];
   shape[br + 1] = bm[rbm - 1];
   a_shape[br] = a_shape[br + 1] = n;
-  factors_t f = factor(g, tpu_lower_tensor(cx, 0));
+  factors_t f = factor(cx, tpu_lower_tensor(cx, 0));
   if (tpu_arg_bool(cx, 3, false))
     tpu_linalg_assert_info(cx, f.info, "torch.linalg.solve_ex",
                            "The solver failed because the input matrix is singular.");
@@ -467,7 +455,7 @@ tpu_status_t tpu_lower_linalg_inv_ex(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
   TPU_RETURN_IF_ERROR(check_square_float(cx, "linalg.inv"));
   tpu_val_t a = tpu_lower_tensor(cx, 0);
-  factors_t f = factor(g, a);
+  factors_t f = factor(cx, a);
   if (tpu_arg_bool(cx, 1, false))
     tpu_linalg_assert_info(cx, f.info, "linalg.inv_ex", TPU_LINALG_SINGULAR);
   bool none = tpu_numel(tpu_arg_sizes(cx, 0), tpu_arg_rank(cx, 0)) == 0;
@@ -482,7 +470,7 @@ static factors_t det_factors(tpu_lower_ctx_t* cx) {
   tpu_val_t a = tpu_lower_tensor(cx, 0);
   if (arg_contiguous(cx, 0) && !tpu_dtype_is_complex(tpu_arg_value_dtype(cx, 0)))
     a = tpu_linalg_transpose(cx->g, a);
-  return factor(cx->g, a);
+  return factor(cx, a);
 }
 
 // The determinant of the pivots' permutation, +-1 of dtype t (batch shape).
