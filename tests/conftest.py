@@ -130,6 +130,16 @@ def check_error(fn, *inputs, **kwargs):
     return tpu_err.value, cpu_err.value
 
 
+FLOAT_AND_COMPLEX = [torch.float32, torch.float64, torch.complex64, torch.complex128]
+
+
+def order_tol(dtype):
+    """Tolerances for results that sum in another order than CPU's (matrix
+    factorizations): 1e-4 in single precision, 1e-10 in double."""
+    single = dtype in (torch.float32, torch.complex64)
+    return dict(atol=1e-4, rtol=1e-4) if single else dict(atol=1e-10, rtol=1e-10)
+
+
 @pytest.fixture
 def tpu():
     return TPU

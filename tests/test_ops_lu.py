@@ -4,25 +4,19 @@ backward, singular inputs and errors."""
 import pytest
 import torch
 
-from conftest import TPU, NoFallback, check, check_error, check_grad
-
-DTYPES = [torch.float32, torch.float64, torch.complex64, torch.complex128]
-
-
-def tol(dtype):
-    single = dtype in (torch.float32, torch.complex64)
-    return dict(atol=1e-4, rtol=1e-4) if single else dict(atol=1e-10, rtol=1e-10)
+from conftest import (FLOAT_AND_COMPLEX, TPU, NoFallback, check, check_error, check_grad,
+                      order_tol)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", FLOAT_AND_COMPLEX)
 @pytest.mark.parametrize("shape", [(4, 4), (2, 3, 5, 5), (6, 3), (3, 6), (1, 1), (0, 3, 3),
                                    (2, 0, 4)])
 def test_lu_factor_matches_lapack(dtype, shape):
     a = torch.randn(shape, dtype=dtype)
     # the same pivots as LAPACK, the same packed factors
-    check(lambda a: torch.linalg.lu_factor_ex(a), a, **tol(dtype))
-    check(lambda a: torch.linalg.lu(a), a, **tol(dtype))
-    check(lambda a: torch.lu_unpack(*torch.linalg.lu_factor(a)), a, **tol(dtype))
+    check(lambda a: torch.linalg.lu_factor_ex(a), a, **order_tol(dtype))
+    check(lambda a: torch.linalg.lu(a), a, **order_tol(dtype))
+    check(lambda a: torch.lu_unpack(*torch.linalg.lu_factor(a)), a, **order_tol(dtype))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex128])
@@ -31,7 +25,7 @@ def test_blocked_lu_matches_lapack(dtype, shape):
     # more than 32 columns: panels of 32 by the loop, the rest by triangular
     # solves and matrix products, as LAPACK's blocked getrf
     a = torch.randn(shape, dtype=dtype)
-    t = dict(atol=1e-3, rtol=1e-3) if dtype == torch.float32 else tol(dtype)
+    t = dict(atol=1e-3, rtol=1e-3) if dtype == torch.float32 else order_tol(dtype)
     check(lambda a: torch.linalg.lu_factor_ex(a), a, **t)
     check(lambda a: torch.linalg.lu(a), a, **t)
     if shape[-1] == shape[-2]:
@@ -46,10 +40,10 @@ def test_lu_unpack_parts():
                                         unpack_pivots=pivots), a, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", FLOAT_AND_COMPLEX)
 def test_solve_inv_det_slogdet(dtype):
     a = torch.randn(3, 5, 5, dtype=dtype)
-    t = tol(dtype)
+    t = order_tol(dtype)
     check(torch.linalg.inv, a, **t)
     check(torch.linalg.inv_ex, a, **t)
     check(torch.linalg.det, a, **t)

@@ -4,22 +4,16 @@ the same signs of Q and R), with backward and errors."""
 import pytest
 import torch
 
-from conftest import TPU, NoFallback, check, check_error, check_grad
-
-DTYPES = [torch.float32, torch.float64, torch.complex64, torch.complex128]
-
-
-def tol(dtype):
-    single = dtype in (torch.float32, torch.complex64)
-    return dict(atol=1e-4, rtol=1e-4) if single else dict(atol=1e-10, rtol=1e-10)
+from conftest import (FLOAT_AND_COMPLEX, TPU, NoFallback, check, check_error, check_grad,
+                      order_tol)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", FLOAT_AND_COMPLEX)
 @pytest.mark.parametrize("shape", [(4, 4), (2, 3, 5, 5), (6, 3), (3, 6), (1, 1), (0, 3, 3),
                                    (2, 0, 4), (40, 40)])
 def test_qr_matches_lapack(dtype, shape):
     a = torch.randn(shape, dtype=dtype)
-    t = tol(dtype)
+    t = order_tol(dtype)
     for mode in ("reduced", "complete", "r"):
         check(lambda a: torch.linalg.qr(a, mode=mode), a, **t)
     check(torch.geqrf, a, **t)
