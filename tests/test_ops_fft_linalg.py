@@ -215,3 +215,46 @@ def test_cholesky_family_errors():
     check_error(torch.triangular_solve, torch.randn(4, 2), torch.eye(3))
     check_error(torch.cholesky_solve, torch.randn(4, 2), torch.eye(3))
     check_error(torch.cholesky_inverse, torch.eye(3, dtype=torch.float16))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64])
+def test_matrix_exp(dtype):
+    # norms from 0 to ~100 in one batch: each matrix squared its own number
+    # of times; 1x1 is exp, empty stays empty
+    a = torch.randn(5, 4, 4, dtype=dtype) * torch.tensor([0.0, 0.1, 1.0, 5.0, 12.0]).view(5, 1, 1)
+    t = dict(atol=1e-10, rtol=1e-10) if dtype == torch.float64 else dict(atol=1e-4, rtol=1e-4)
+    check(torch.linalg.matrix_exp, a, **t)
+    check(torch.linalg.matrix_exp, torch.randn(1, 1, dtype=dtype), **t)
+    check(torch.linalg.matrix_exp, torch.randn(0, 3, 3, dtype=dtype))
+    big = torch.tensor([[0.0, 500.0], [-500.0, 0.0]], dtype=torch.float64)  # a rotation
+    check(torch.linalg.matrix_exp, big, atol=1e-9, rtol=1e-9)
+
+
+def test_matrix_exp_half_precision():
+    # computed in float32, as the result of CPU's float32 kernel rounded (CPU's
+    # own bfloat16 kernel returns inf and NaN for this 4x4 matrix of norm ~3)
+    torch.manual_seed(0)
+    a = torch.randn(5, 4, 4)[2:3]
+    for dtype in (torch.bfloat16, torch.float16):
+        with NoFallback():
+            got = torch.linalg.matrix_exp(a.to(dtype).to(TPU)).cpu()
+        want = torch.linalg.matrix_exp(a.to(dtype).float()).to(dtype)
+        assert got.dtype == dtype
+        torch.testing.assert_close(got.float(), want.float(), atol=1e-2, rtol=1e-2)
+
+
+def test_matrix_exp_backward_and_orthogonal_parametrization():
+    a = torch.randn(2, 4, 4, dtype=torch.float64, requires_grad=True)
+    check_grad(torch.linalg.matrix_exp, a, atol=1e-9, rtol=1e-9)
+    from torch.nn.utils import parametrizations
+    with NoFallback():
+        layer = parametrizations.orthogonal(torch.nn.Linear(6, 6).to(TPU))
+        layer(torch.randn(3, 6, device=TPU)).sum().backward()
+        w = layer.weight.detach().cpu()
+    torch.testing.assert_close(w.T @ w, torch.eye(6), atol=1e-5, rtol=1e-5)
+
+
+def test_matrix_exp_errors():
+    check_error(torch.linalg.matrix_exp, torch.randn(3))
+    check_error(torch.linalg.matrix_exp, torch.randn(2, 3))
+    check_error(torch.linalg.matrix_exp, torch.ones(3, 3, dtype=torch.long))

@@ -445,3 +445,24 @@ void test_ir_run_qr(void) {
   tpu_graph_destroy(g);
   tpu_client_release(c);
 }
+
+void test_ir_run_squarings(void) {
+  // Two 2x2 diagonal matrices squared 0 and 3 times: diag(2, 3) stays,
+  // diag(2, -1) becomes diag(256, 1).
+  tpu_client_t* c = test_client(1);
+  tpu_graph_t* g = new_graph();
+  int64_t d[3] = {2, 2, 2}, n = 2;
+  tpu_type_t t = tpu_type_make(TPU_F32, d, 3), ct = tpu_type_make(TPU_I32, &n, 1);
+  tpu_val_t x = tpu_ir_param(g, &t), counts = tpu_ir_param(g, &ct);
+  tpu_val_t y = tpu_ir_squarings(g, x, counts);
+  float xv[8] = {2, 0, 0, 3, 2, 0, 0, -1}, yv[8];
+  int32_t cv[2] = {0, 3};
+  const void* in[2] = {xv, cv};
+  void* res[1] = {yv};
+  size_t sizes[1] = {sizeof yv};
+  run_graph(c, g, &y, 1, in, res, sizes);
+  const float want[8] = {2, 0, 0, 3, 256, 0, 0, 1};
+  for (int i = 0; i < 8; ++i) CHECK_MSG(yv[i] == want[i], "y[%d] = %g, want %g", i, yv[i], want[i]);
+  tpu_graph_destroy(g);
+  tpu_client_release(c);
+}

@@ -76,8 +76,9 @@ tpu_val_t tpu_ir_triangular_solve(tpu_graph_t* g, tpu_val_t a, tpu_val_t b,
   return tpu_graph_add(g, TPU_IR_TRIANGULAR_SOLVE, ops, 2, &at, sizeof at, tb);
 }
 
-// The loops carry (step, ...) and stop after `steps` steps; the printer
-// reads the bound from the attributes. Each builder skips a loop of no
+// The loops carry (step, ...) and stop after `steps` steps (-1: after the
+// largest of the last carried values); the printer reads the bound from the
+// attributes. Each builder skips a loop of no
 // steps (its slices would not fit empty matrices).
 static tpu_val_t loop(tpu_graph_t* g, tpu_ir_op_t op, tpu_val_t* carried, int n,
                       int64_t steps) {
@@ -185,4 +186,15 @@ tpu_val_t tpu_ir_householder_product(tpu_graph_t* g, tpu_val_t v, tpu_val_t tau,
   if (k == 0) return eye;
   tpu_val_t carried[4] = {tpu_ir_const_i(g, TPU_I32, 0, NULL, 0), eye, v, tau};
   return tpu_ir_result(g, loop(g, TPU_IR_HOUSEHOLDER_PRODUCT, carried, 4, k), 1);
+}
+
+tpu_val_t tpu_ir_squarings(tpu_graph_t* g, tpu_val_t x, tpu_val_t counts) {
+  if (!valid(g, x) || !valid(g, counts)) return TPU_VAL_NONE;
+  tpu_type_t t = g->nodes[x].type, ct = g->nodes[counts].type;
+  bool ok = float_matrices(&t) && t.dims[t.rank - 1] == t.dims[t.rank - 2] &&
+            ct.dtype == TPU_I32 && ct.rank == t.rank - 2;
+  for (int i = 0; ok && i < ct.rank; ++i) ok = ct.dims[i] == t.dims[i];
+  if (!ok) return FAIL(g, "squarings: operand is not a batch of square matrices with counts");
+  tpu_val_t carried[3] = {tpu_ir_const_i(g, TPU_I32, 0, NULL, 0), x, counts};
+  return tpu_ir_result(g, loop(g, TPU_IR_SQUARINGS, carried, 3, -1), 1);
 }

@@ -137,7 +137,8 @@ void tpu_type_str(const tpu_type_t* t, char* out, size_t size);
   X(LU, "stablehlo.while", LOOP)                                 \
   X(LU_PERMUTATION, "stablehlo.while", LOOP)                     \
   X(QR, "stablehlo.while", LOOP)                                 \
-  X(HOUSEHOLDER_PRODUCT, "stablehlo.while", LOOP)
+  X(HOUSEHOLDER_PRODUCT, "stablehlo.while", LOOP)              \
+  X(SQUARINGS, "stablehlo.while", LOOP)
 
 typedef enum tpu_ir_op {
 #define TPU_IR_OP_ENUM(e, name, cls) TPU_IR_##e,
@@ -405,6 +406,10 @@ void tpu_ir_qr(tpu_graph_t* g, tpu_val_t a, tpu_val_t* packed, tpu_val_t* tau);
 // the diagonal of column i of `v` (batch x m x n), tau (batch x k), k <= n,
 // k <= cols <= m. As LAPACK's orgqr.
 tpu_val_t tpu_ir_householder_product(tpu_graph_t* g, tpu_val_t v, tpu_val_t tau, int64_t cols);
+// Each matrix of x (batch x n x n, float or complex) squared counts[b]
+// times (i32, batch shape; counts < 0 count as 0): a loop of as many steps
+// as the largest count.
+tpu_val_t tpu_ir_squarings(tpu_graph_t* g, tpu_val_t x, tpu_val_t counts);
 
 // Keeps the values from being moved across this point by XLA.
 tpu_val_t tpu_ir_barrier(tpu_graph_t* g, tpu_val_t x);

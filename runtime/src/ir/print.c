@@ -571,6 +571,7 @@ static void put_node(printer_t* p, tpu_val_t v) {
     case TPU_IR_LU_PERMUTATION:
     case TPU_IR_QR:
     case TPU_IR_HOUSEHOLDER_PRODUCT:
+    case TPU_IR_SQUARINGS:
       tpu_print_loop(sb, n, v);
       break;
     case TPU_IR_RNG_BITS:

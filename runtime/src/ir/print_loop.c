@@ -17,6 +17,8 @@
 // TPU_IR_QR, step i (carried: i, A, tau): LAPACK's geqr2 (put_qr_body).
 // TPU_IR_HOUSEHOLDER_PRODUCT, step j (carried: j, Q, V, tau): LAPACK's
 // org2r backwards, Q = H_i Q for i = k - 1 - j.
+// TPU_IR_SQUARINGS, step k (carried: k, X, counts): X = X X where k is
+// below the matrix's count; it stops after the largest count.
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -225,12 +227,16 @@ static int swap_rows(region_t* r, int x, int at_i, int at_p, int nb, double zero
 }
 
 // The condition: step < steps.
+// (steps < 0: step < the largest of the last carried value, the squarings'
+// counts.)
 static void put_cond(tpu_strbuf_t* sb, long id, const tpu_type_t* carried, int n,
                      int64_t steps) {
   region_t r = {.sb = sb, .id = id};
   open_block(&r, carried, n);
   tpu_type_t s = {.dtype = TPU_I32, .rank = 0};
-  int c = compare(&r, "LT", 0, constant(&r, &s, (double)steps));
+  int bound = steps >= 0 ? constant(&r, &s, (double)steps) : n - 1;
+  while (r.types[bound].rank > 0) bound = reduce(&r, "maximum", bound, 0, 0);
+  int c = compare(&r, "LT", 0, bound);
   close_block(&r, &c, 1);
 }
 
@@ -468,6 +474,30 @@ static void put_householder_body(tpu_strbuf_t* sb, long id, const tpu_type_t* ca
   close_block(&r, out, 4);
 }
 
+// One step of the squarings (carried: k, X, counts): X = X X for the
+// matrices whose count is above k.
+static void put_squaring_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
+  region_t r = {.sb = sb, .id = id};
+  open_block(&r, carried, 3);  // values 0..2: k, X, counts
+  const tpu_type_t *tx = &carried[1], *tc = &carried[2];
+  int nb = tc->rank;
+  char attrs[256] = "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [";
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < nb; ++i)
+      snprintf(attrs + strlen(attrs), sizeof attrs - strlen(attrs), "%s%d", i ? ", " : "", i);
+    strcat(attrs, pass ? "]" : "], rhs_batching_dimensions = [");
+  }
+  snprintf(attrs + strlen(attrs), sizeof attrs - strlen(attrs),
+           ", lhs_contracting_dimensions = [%d], rhs_contracting_dimensions = [%d]>", nb + 1, nb);
+  int square = emit(&r, "dot_general", tx, attrs, 2, 1, 1);
+  int more = compare(&r, "LT", broadcast(&r, 0, tc, 0, -1), 2);
+  tpu_type_t tb = with(tx, TPU_BOOL);
+  tpu_type_t s = {.dtype = TPU_I32, .rank = 0};
+  int out[3] = {binary(&r, "add", 0, constant(&r, &s, 1)),
+                select(&r, broadcast(&r, more, &tb, nb, -1), square, 1), 2};
+  close_block(&r, out, 3);
+}
+
 void tpu_print_loop(tpu_strbuf_t* sb, const tpu_node_t* n, int32_t v) {
   const dims_attrs_t* a = n->attrs;
   tpu_strbuf_puts(sb, "(");
@@ -477,7 +507,10 @@ void tpu_print_loop(tpu_strbuf_t* sb, const tpu_node_t* n, int32_t v) {
     case TPU_IR_LU: put_lu_body(sb, 2L * v + 1, n->result_types); break;
     case TPU_IR_LU_PERMUTATION: put_permutation_body(sb, 2L * v + 1, n->result_types); break;
     case TPU_IR_QR: put_qr_body(sb, 2L * v + 1, n->result_types); break;
-    default: put_householder_body(sb, 2L * v + 1, n->result_types); break;
+    case TPU_IR_HOUSEHOLDER_PRODUCT:
+      put_householder_body(sb, 2L * v + 1, n->result_types);
+      break;
+    default: put_squaring_body(sb, 2L * v + 1, n->result_types); break;
   }
   tpu_strbuf_puts(sb, ") ");
 }
