@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from torchtpu.perflab import harness, report, runner, suite_coverage
+from torchtpu.perflab import harness, report, runner, suite_coverage, suite_ops
 from torchtpu.perflab.harness import Stats
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +102,7 @@ def test_ops_figures(run_doc):
         peak = _rec(doc, f"ops/{bench}/peak/rate")
         src = _rec(doc, peak["extra"]["source"])
         assert peak["value"] == src["stats"]["max"] > 0
-    for bench in ("elementwise_add", "reduction_sum", "matmul", "conv2d", "solve", "qr"):
+    for bench in suite_ops.BENCHES:
         cpu = _rec(doc, f"ops/{bench}/cpu-eager/rate")
         assert cpu["status"] == "ok" and cpu["value"] > 0
         tpu = _rec(doc, f"ops/{bench}/tpu/rate")
@@ -304,7 +304,7 @@ def test_jax_peer_tiny():
     doc, err = harness.run_python([str(peer), json.dumps(job)], timeout=180)
     assert err is None, err
     assert doc["backend"] == "cpu"
-    for bench in ("elementwise_add", "reduction_sum", "matmul", "conv2d", "solve", "qr"):
+    for bench in suite_ops.BENCHES:
         assert len(doc["ops"][bench]["samples"]) == 2
     assert doc["mlp"]["train"]["first_s"] > 0
 

@@ -8,9 +8,9 @@ other processes only ever slows a sample down; the medians are kept too).
 
 Then elementwise add and a full sum (GB/s: bytes read and written per
 second), matmul, conv2d, a linear solve and a QR factorization (GFLOP/s, the
-textbook operation counts), on tpu (strict mode: one program per
-op) and PyTorch CPU eager, their samples interleaved; and, when installed,
-JAX on its CPU backend, in a process of its own.
+textbook operation counts), on tpu (strict mode: one program per op) and
+PyTorch CPU eager, their samples interleaved; and, when installed, JAX on
+its CPU backend, in a process of its own.
 """
 import importlib.util
 from pathlib import Path

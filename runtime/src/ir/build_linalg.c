@@ -78,8 +78,8 @@ tpu_val_t tpu_ir_triangular_solve(tpu_graph_t* g, tpu_val_t a, tpu_val_t b,
 
 // The loops carry (step, ...) and stop after `steps` steps (-1: after the
 // largest of the last carried values); the printer reads the bound from the
-// attributes. Each builder skips a loop of no
-// steps (its slices would not fit empty matrices).
+// attributes. Each builder skips a loop of no steps (its slices would not
+// fit empty matrices).
 static tpu_val_t loop(tpu_graph_t* g, tpu_ir_op_t op, tpu_val_t* carried, int n,
                       int64_t steps) {
   tpu_type_t t[4];
@@ -143,7 +143,6 @@ tpu_val_t tpu_ir_lu_permutation(tpu_graph_t* g, tpu_val_t pivots, int64_t m) {
   if (t.dims[t.rank - 1] == 0) return carried[2];
   return tpu_ir_result(g, loop(g, TPU_IR_LU_PERMUTATION, carried, 3, t.dims[t.rank - 1]), 2);
 }
-
 
 void tpu_ir_qr(tpu_graph_t* g, tpu_val_t a, tpu_val_t* packed, tpu_val_t* tau) {
   *packed = *tau = TPU_VAL_NONE;

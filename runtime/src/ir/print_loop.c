@@ -211,8 +211,8 @@ static void close_block(region_t* r, const int* vals, int n) {
   tpu_strbuf_puts(r->sb, ") -> ()\n    }");
 }
 
-// Rows i and p (batch-shaped i32) of x (batch x rows [x cols]) swapped;
-// `rows` are x's row indices, `at_i` / `at_p` where they equal i / p.
+// Rows i and p of x (batch x rows [x cols]) swapped; `at_i` / `at_p`
+// (x's shape, bool) say where x's row index equals i / p.
 static int swap_rows(region_t* r, int x, int at_i, int at_p, int nb, double zero) {
   const tpu_type_t* t = &r->types[x];
   tpu_type_t row = *t;  // x without its row dim
@@ -224,6 +224,21 @@ static int swap_rows(region_t* r, int x, int at_i, int at_p, int nb, double zero
   int xi_b = broadcast(r, xi, t, row.rank, nb);
   int xp_b = broadcast(r, xp, t, row.rank, nb);
   return select(r, at_i, xp_b, select(r, at_p, xi_b, x));
+}
+
+// step + 1, the next value of a loop's counter.
+static int next_step(region_t* r, int step) {
+  tpu_type_t s = {.dtype = TPU_I32, .rank = 0};
+  return binary(r, "add", step, constant(r, &s, 1));
+}
+
+// x (batch x k) with entry i (an i32 scalar) set to value (batch).
+static int set_entry(region_t* r, int x, int i, int value) {
+  const tpu_type_t* t = &r->types[x];
+  tpu_type_t ti = with(t, TPU_I32);
+  int nb = t->rank - 1;
+  int at = compare(r, "EQ", iota(r, &ti, nb), broadcast(r, i, &ti, 0, -1));
+  return select(r, at, broadcast(r, value, t, nb, -1), x);
 }
 
 // The condition: step < steps.
@@ -262,7 +277,7 @@ static int slice_at(region_t* r, int x, int dim, int start, const tpu_type_t* t)
 static void put_lu_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
   region_t r = {.sb = sb, .id = id};
   open_block(&r, carried, 4);  // values 0..3: i, A, pivots, perm
-  const tpu_type_t *ta = &carried[1], *tp = &carried[2], *tvi = &carried[3];
+  const tpu_type_t *ta = &carried[1], *tvi = &carried[3];
   int nb = ta->rank - 2;
   int64_t m = ta->dims[nb];
   tpu_type_t tai = with(ta, TPU_I32), tv = with(tvi, ta->dtype), tvr = with(tvi, real_part(ta->dtype));
@@ -321,31 +336,24 @@ static void put_lu_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
   int a3 = select(&r, binary(&r, "and", below, at_col), l_a, a2);
   // perm swaps the same rows; pivots[i] = p + 1.
   int perm1 = swap_rows(&r, perm, at_iv, at_pv, nb, 0);
-  int at_k = compare(&r, "EQ", iota(&r, tp, nb), broadcast(&r, i, tp, 0, -1));
-  int p1 = binary(&r, "add", p, constant(&r, &tbi, 1));
-  int piv1 = select(&r, at_k, broadcast(&r, p1, tp, nb, -1), piv);
-  tpu_type_t s = {.dtype = TPU_I32, .rank = 0};
-  int out[4] = {binary(&r, "add", i, constant(&r, &s, 1)), a3, piv1, perm1};
+  int piv1 = set_entry(&r, piv, i, binary(&r, "add", p, constant(&r, &tbi, 1)));
+  int out[4] = {next_step(&r, i), a3, piv1, perm1};
   close_block(&r, out, 4);
 }
 
 static void put_permutation_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
   region_t r = {.sb = sb, .id = id};
   open_block(&r, carried, 3);  // values 0..2: i, pivots, perm
-  const tpu_type_t *tp = &carried[1], *tv = &carried[2];
+  const tpu_type_t* tv = &carried[2];
   int nb = tv->rank - 1;
   tpu_type_t tb = *tv;
   --tb.rank;
   int i = 0, piv = 1, perm = 2;
-  int at_k = compare(&r, "EQ", iota(&r, tp, nb), broadcast(&r, i, tp, 0, -1));
-  int p1 = reduce(&r, "add", select(&r, at_k, piv, constant(&r, tp, 0)), nb, 0);
-  int p = binary(&r, "subtract", p1, constant(&r, &tb, 1));
+  int p = binary(&r, "subtract", slice_at(&r, piv, nb, i, &tb), constant(&r, &tb, 1));
   int rows = iota(&r, tv, nb);
   int at_i = compare(&r, "EQ", rows, broadcast(&r, i, tv, 0, -1));
   int at_p = compare(&r, "EQ", rows, broadcast(&r, p, tv, nb, -1));
-  tpu_type_t s = {.dtype = TPU_I32, .rank = 0};
-  int out[3] = {binary(&r, "add", i, constant(&r, &s, 1)), piv,
-                swap_rows(&r, perm, at_i, at_p, nb, 0)};
+  int out[3] = {next_step(&r, i), piv, swap_rows(&r, perm, at_i, at_p, nb, 0)};
   close_block(&r, out, 3);
 }
 
@@ -374,11 +382,10 @@ static int as_dtype(region_t* r, int x, tpu_dtype_t t) {
   return emit(r, "convert", &u, NULL, 1, x);
 }
 
-// The reflector v of column i of x (batch x m x n): x's entries below the
-// diagonal, 1 on it, 0 above (`rows_v`: row indices, `i_v`: i; batch x m).
-static int reflector(region_t* r, int x, int i, int rows_v, int i_v, const tpu_type_t* tv) {
-  int nb = tv->rank - 1;
-  int col = slice_at(r, x, nb + 1, i, tv);
+// A reflector's vector from column values `col` (batch x m): col below row
+// i, 1 at i, 0 above (`rows_v`: row indices, `i_v`: i; batch x m).
+static int with_unit_diagonal(region_t* r, int col, int rows_v, int i_v) {
+  const tpu_type_t* tv = &r->types[col];
   int unit = select(r, compare(r, "EQ", rows_v, i_v), constant(r, tv, 1), constant(r, tv, 0));
   return select(r, compare(r, "GT", rows_v, i_v), col, unit);
 }
@@ -403,7 +410,7 @@ static int reflect(region_t* r, int x, int v, int tau, int keep) {
 static void put_qr_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
   region_t r = {.sb = sb, .id = id};
   open_block(&r, carried, 3);  // values 0..2: i, A, tau
-  const tpu_type_t *ta = &carried[1], *tk = &carried[2];
+  const tpu_type_t* ta = &carried[1];
   int nb = ta->rank - 2;
   tpu_dtype_t dt = ta->dtype, rt = real_part(dt);
   bool complex = tpu_dtype_is_complex(dt);
@@ -411,7 +418,7 @@ static void put_qr_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
   tvi.rank = tv.rank = nb + 1;
   tpu_type_t tb = tv;
   tb.rank = nb;
-  tpu_type_t tbr = with(&tb, rt), tai = with(ta, TPU_I32), tki = with(tk, TPU_I32);
+  tpu_type_t tbr = with(&tb, rt), tai = with(ta, TPU_I32);
   int i = 0, a = 1, tau = 2;
   int rows_v = iota(&r, &tvi, nb), i_v = broadcast(&r, i, &tvi, 0, -1);
   int col = slice_at(&r, a, nb + 1, i, &tv);
@@ -434,8 +441,7 @@ static void put_qr_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
   int scale = binary(&r, "divide", constant(&r, &tb, 1),
                      binary(&r, "subtract", alpha, as_dtype(&r, beta, dt)));
   int v_below = binary(&r, "multiply", x, broadcast(&r, scale, &tv, nb, -1));
-  int at_iv = compare(&r, "EQ", rows_v, i_v);
-  int v = select(&r, below_v, v_below, select(&r, at_iv, constant(&r, &tv, 1), constant(&r, &tv, 0)));
+  int v = with_unit_diagonal(&r, v_below, rows_v, i_v);
   // H^H on the columns right of i, and column i: beta on the diagonal, v
   // below it (none: H = I, the matrix stays as it is).
   int cols = iota(&r, &tai, nb + 1), i_a = broadcast(&r, i, &tai, 0, -1);
@@ -444,14 +450,12 @@ static void put_qr_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
   int keep = binary(&r, "or", compare(&r, "LE", cols, i_a), none_a);
   int a1 = reflect(&r, a, v, conjugate(&r, t), keep);
   int beta_v = broadcast(&r, as_dtype(&r, beta, dt), &tv, nb, -1);
+  int at_iv = compare(&r, "EQ", rows_v, i_v);
   int new_col = select(&r, below_v, v_below, select(&r, at_iv, beta_v, col));
   int at_col = binary(&r, "and", compare(&r, "EQ", cols, i_a),
                       emit(&r, "not", &tab, NULL, 1, none_a));
   int a2 = select(&r, at_col, broadcast(&r, new_col, ta, nb + 1, -1), a1);
-  int at_k = compare(&r, "EQ", iota(&r, &tki, nb), broadcast(&r, i, &tki, 0, -1));
-  int tau1 = select(&r, at_k, broadcast(&r, t, tk, nb, -1), tau);
-  tpu_type_t s = {.dtype = TPU_I32, .rank = 0};
-  int out[3] = {binary(&r, "add", i, constant(&r, &s, 1)), a2, tau1};
+  int out[3] = {next_step(&r, i), a2, set_entry(&r, tau, i, t)};
   close_block(&r, out, 3);
 }
 
@@ -468,9 +472,9 @@ static void put_householder_body(tpu_strbuf_t* sb, long id, const tpu_type_t* ca
   int step = 0, q = 1, vm = 2, tau = 3;
   int i = binary(&r, "subtract", constant(&r, &s, (double)(tk->dims[nb] - 1)), step);
   int rows_v = iota(&r, &tvi, nb), i_v = broadcast(&r, i, &tvi, 0, -1);
-  int v = reflector(&r, vm, i, rows_v, i_v, &tv);
+  int v = with_unit_diagonal(&r, slice_at(&r, vm, nb + 1, i, &tv), rows_v, i_v);
   int q1 = reflect(&r, q, v, slice_at(&r, tau, nb, i, &tb), -1);
-  int out[4] = {binary(&r, "add", step, constant(&r, &s, 1)), q1, vm, tau};
+  int out[4] = {next_step(&r, step), q1, vm, tau};
   close_block(&r, out, 4);
 }
 
@@ -492,9 +496,7 @@ static void put_squaring_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carri
   int square = emit(&r, "dot_general", tx, attrs, 2, 1, 1);
   int more = compare(&r, "LT", broadcast(&r, 0, tc, 0, -1), 2);
   tpu_type_t tb = with(tx, TPU_BOOL);
-  tpu_type_t s = {.dtype = TPU_I32, .rank = 0};
-  int out[3] = {binary(&r, "add", 0, constant(&r, &s, 1)),
-                select(&r, broadcast(&r, more, &tb, nb, -1), square, 1), 2};
+  int out[3] = {next_step(&r, 0), select(&r, broadcast(&r, more, &tb, nb, -1), square, 1), 2};
   close_block(&r, out, 3);
 }
 

@@ -82,6 +82,9 @@ tpu_val_t tpu_ew_bitcast(tpu_graph_t* g, tpu_val_t x, tpu_dtype_t dtype);
 tpu_val_t tpu_ew_trunc(tpu_graph_t* g, tpu_val_t x, tpu_val_t zero);
 // |a| with the sign bit of b (also of -0.0 and NaN).
 tpu_val_t tpu_ew_copysign(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b);
+// torch.sgn of a value: sign for real numbers ((0 < x) - (x < 0), so NaN
+// and -0.0 give 0), z / |z| (0 at 0) for complex ones (lower_unary.c).
+tpu_val_t tpu_ew_sgn(tpu_lower_ctx_t* cx, tpu_val_t z);
 // A 0-d number input of x's dtype broadcast to x's shape (numbers are
 // inputs, so a new value does not recompile).
 tpu_val_t tpu_ew_number_like(tpu_lower_ctx_t* cx, tpu_val_t x, double value);

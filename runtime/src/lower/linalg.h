@@ -18,6 +18,9 @@ typedef struct tpu_mat_shape {
   int rank;  // >= 2: batch dims, then rows, cols
 } tpu_mat_shape_t;
 
+// Argument `arg` must have a dtype LAPACK works in (f32, f64, c64, c128);
+// others raise CPU's NotImplementedError naming its kernel.
+tpu_status_t tpu_linalg_check_lapack_dtype(tpu_lower_ctx_t* cx, int arg, const char* kernel);
 // Argument `arg` must be a batch of square matrices (PyTorch's wording).
 tpu_status_t tpu_linalg_check_square(tpu_lower_ctx_t* cx, int arg, const char* api,
                                      const char* name);
@@ -34,6 +37,9 @@ tpu_val_t tpu_linalg_triangle(tpu_graph_t* g, tpu_val_t x, bool lower);
 tpu_val_t tpu_linalg_eye_like(tpu_graph_t* g, tpu_val_t x);
 // The diagonal of x's matrices (batch x min(rows, cols)), in x's dtype.
 tpu_val_t tpu_linalg_diagonal(tpu_graph_t* g, tpu_val_t x);
+// A 1-D empty tensor of dtype t (an output PyTorch leaves empty, such as
+// lu_unpack's parts it was told not to unpack).
+tpu_val_t tpu_linalg_empty(tpu_graph_t* g, tpu_dtype_t t);
 // x[.., r0:r1, c0:c1]
 tpu_val_t tpu_linalg_block(tpu_graph_t* g, tpu_val_t x, int64_t r0, int64_t r1, int64_t c0,
                            int64_t c1);

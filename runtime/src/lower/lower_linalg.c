@@ -15,10 +15,15 @@
 
 #include "lower/linalg.h"
 
-static tpu_status_t check_float(tpu_lower_ctx_t* cx, int arg, const char* kernel) {
+tpu_status_t tpu_linalg_check_lapack_dtype(tpu_lower_ctx_t* cx, int arg, const char* kernel) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, arg);
   if (t == TPU_F32 || t == TPU_F64 || t == TPU_C64 || t == TPU_C128) return TPU_OK;
   return tpu_not_implemented(kernel, t);
+}
+
+tpu_val_t tpu_linalg_empty(tpu_graph_t* g, tpu_dtype_t t) {
+  int64_t zero = 0;
+  return tpu_ir_const(g, t, 0, &zero, 1);
 }
 
 // Argument `arg` must be a batch of square matrices (PyTorch's wording).
@@ -287,7 +292,7 @@ tpu_status_t tpu_lower_linalg_cholesky_ex(tpu_lower_ctx_t* cx) {
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "linalg.cholesky: Expected a floating point or complex tensor as "
                            "input. Got %s", tpu_dtype_torch_name(t));
-  TPU_RETURN_IF_ERROR(check_float(cx, 0, "cholesky_cpu"));
+  TPU_RETURN_IF_ERROR(tpu_linalg_check_lapack_dtype(cx, 0, "cholesky_cpu"));
   TPU_RETURN_IF_ERROR(tpu_linalg_check_square(cx, 0, "linalg.cholesky", "A"));
   bool upper = tpu_arg_bool(cx, 1, false), check = tpu_arg_bool(cx, 2, false);
   int r = tpu_arg_rank(cx, 0);
@@ -308,7 +313,7 @@ tpu_status_t tpu_lower_linalg_cholesky_ex(tpu_lower_ctx_t* cx) {
 // cholesky(Tensor self, bool upper=False): raises for a matrix that is not
 // positive definite, as CPU does.
 tpu_status_t tpu_lower_cholesky(tpu_lower_ctx_t* cx) {
-  TPU_RETURN_IF_ERROR(check_float(cx, 0, "cholesky_cpu"));
+  TPU_RETURN_IF_ERROR(tpu_linalg_check_lapack_dtype(cx, 0, "cholesky_cpu"));
   TPU_RETURN_IF_ERROR(tpu_linalg_check_square(cx, 0, "cholesky", "A"));
   int r = tpu_arg_rank(cx, 0);
   const int64_t* d = tpu_arg_sizes(cx, 0);
@@ -356,7 +361,7 @@ tpu_val_t tpu_linalg_tri_solve(tpu_graph_t* g, tpu_val_t a, tpu_val_t b, bool le
 // linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool
 // left=True, bool unitriangular=False)
 tpu_status_t tpu_lower_linalg_solve_triangular(tpu_lower_ctx_t* cx) {
-  TPU_RETURN_IF_ERROR(check_float(cx, 0, "triangular_solve_cpu"));
+  TPU_RETURN_IF_ERROR(tpu_linalg_check_lapack_dtype(cx, 0, "triangular_solve_cpu"));
   TPU_RETURN_IF_ERROR(tpu_linalg_check_square(cx, 0, "linalg.solve_triangular", "A"));
   if (tpu_arg_rank(cx, 1) < 2)
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
@@ -385,7 +390,7 @@ tpu_status_t tpu_lower_linalg_solve_triangular(tpu_lower_ctx_t* cx) {
 // triangular_solve(Tensor self, Tensor A, bool upper=True, bool
 // transpose=False, bool unitriangular=False) -> (solution, cloned_coefficient)
 tpu_status_t tpu_lower_triangular_solve(tpu_lower_ctx_t* cx) {
-  TPU_RETURN_IF_ERROR(check_float(cx, 0, "triangular_solve_cpu"));
+  TPU_RETURN_IF_ERROR(tpu_linalg_check_lapack_dtype(cx, 0, "triangular_solve_cpu"));
   if (tpu_arg_rank(cx, 0) < 2)
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "torch.triangular_solve: Expected b to have at least 2 dimensions, "
@@ -426,7 +431,7 @@ static tpu_val_t chol_solve(tpu_graph_t* g, tpu_val_t f, tpu_val_t b, bool upper
 // cholesky_solve(Tensor self, Tensor input2, bool upper=False), and
 // _cholesky_solve_helper(Tensor self, Tensor A, bool upper)
 tpu_status_t tpu_lower_cholesky_solve(tpu_lower_ctx_t* cx) {
-  TPU_RETURN_IF_ERROR(check_float(cx, 0, "cholesky_solve_cpu"));
+  TPU_RETURN_IF_ERROR(tpu_linalg_check_lapack_dtype(cx, 0, "cholesky_solve_cpu"));
   TPU_RETURN_IF_ERROR(check_same_dtype(cx));
   for (int i = 0; i < 2; ++i)
     if (tpu_arg_rank(cx, i) < 2)
@@ -454,7 +459,7 @@ tpu_status_t tpu_lower_cholesky_solve(tpu_lower_ctx_t* cx) {
 // against the identity. A zero on the factor's diagonal raises, as CPU.
 tpu_status_t tpu_lower_cholesky_inverse(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
-  TPU_RETURN_IF_ERROR(check_float(cx, 0, "cholesky_inverse_out_cpu"));
+  TPU_RETURN_IF_ERROR(tpu_linalg_check_lapack_dtype(cx, 0, "cholesky_inverse_out_cpu"));
   TPU_RETURN_IF_ERROR(tpu_linalg_check_square(cx, 0, "cholesky_inverse", "input"));
   bool upper = tpu_arg_bool(cx, 1, false);
   int r = tpu_arg_rank(cx, 0);

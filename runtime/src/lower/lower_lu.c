@@ -12,6 +12,7 @@
 // LinAlgError at the next synchronization.
 #include <string.h>
 
+#include "lower/elementwise.h"
 #include "lower/linalg.h"
 
 #define LU_ZERO_PIVOT                                                            \
@@ -22,13 +23,6 @@
 typedef struct factors {
   tpu_val_t lu, pivots, perm, info;
 } factors_t;
-
-// The dtypes LAPACK factors; others raise CPU's NotImplementedError.
-static tpu_status_t check_lu_dtype(tpu_lower_ctx_t* cx, int arg) {
-  tpu_dtype_t t = tpu_arg_value_dtype(cx, arg);
-  if (t == TPU_F32 || t == TPU_F64 || t == TPU_C64 || t == TPU_C128) return TPU_OK;
-  return tpu_not_implemented("lu_cpu", t);
-}
 
 static tpu_status_t check_rank(tpu_lower_ctx_t* cx, int arg, const char* api) {
   int r = tpu_arg_rank(cx, arg);
@@ -55,7 +49,7 @@ static tpu_status_t check_square_float(tpu_lower_ctx_t* cx, const char* api) {
   if (t == TPU_F16 || t == TPU_BF16)
     return tpu_invalid("%s: Low precision dtypes not supported. Got %s", api,
                        tpu_dtype_torch_name(t));
-  return check_lu_dtype(cx, 0);
+  return tpu_linalg_check_lapack_dtype(cx, 0, "lu_cpu");
 }
 
 // As Tensor::is_contiguous().
@@ -98,38 +92,15 @@ static tpu_val_t permute_rows(tpu_graph_t* g, tpu_val_t x, tpu_val_t perm) {
 // Columns per panel of the blocked factorization.
 enum { LU_BLOCK = 64, LU_MAX_BLOCKS = 16 };
 
-// x from entry `from` of its last dim on; and x with that part replaced by
-// `tail`.
-static tpu_val_t tail_of(tpu_graph_t* g, tpu_val_t x, int64_t from) {
-  tpu_type_t t;
-  if (!tpu_linalg_type(g, x, &t)) return TPU_VAL_NONE;
-  int64_t lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK];
-  memcpy(hi, t.dims, sizeof hi);
-  lo[t.rank - 1] = from;
-  return tpu_ir_slice(g, x, lo, hi, NULL);
-}
-
-static tpu_val_t with_tail(tpu_graph_t* g, tpu_val_t x, int64_t from, tpu_val_t tail) {
-  if (from == 0) return tail;
-  tpu_type_t t;
-  if (!tpu_linalg_type(g, x, &t)) return TPU_VAL_NONE;
-  int64_t lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK];
-  memcpy(hi, t.dims, sizeof hi);
-  hi[t.rank - 1] = from;
-  tpu_val_t parts[2] = {tpu_ir_slice(g, x, lo, hi, NULL), tail};
-  return tpu_ir_concat(g, parts, 2, t.rank - 1);
-}
-
 // LAPACK's blocked getrf, right-looking: each panel (the rows from k0 down,
 // its columns) is factored by the loop, its row swaps applied to those
 // whole rows, U12 = L11^-1 A12 by a triangular solve and the trailing
 // matrix updated by one matrix product, so that most of the work is in
 // matrix products. The loop alone would touch the whole matrix per column.
-static void blocked_lu(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t* lu, tpu_val_t* pivots,
-                       tpu_val_t* perm) {
+static void blocked_lu(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t* lu, tpu_val_t* pivots) {
   tpu_graph_t* g = cx->g;
   tpu_type_t t;
-  *lu = *pivots = *perm = TPU_VAL_NONE;
+  *lu = *pivots = TPU_VAL_NONE;
   if (!tpu_linalg_type(g, a, &t)) return;
   int r = t.rank;
   int64_t m = t.dims[r - 2], n = t.dims[r - 1], k = m < n ? m : n;
@@ -138,7 +109,6 @@ static void blocked_lu(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t* lu, tpu_val_
   tpu_val_t pivs[LU_MAX_BLOCKS + 1];
   int count = 0;
   *lu = a;
-  *perm = tpu_ir_iota(g, TPU_I32, t.dims, r - 1, r - 2);  // batch x m
   for (int64_t k0 = 0; k0 < k && tpu_graph_ok(g); k0 += block) {
     int64_t kb = k - k0 < block ? k - k0 : block, rows = m - k0, right = k0 + kb;
     tpu_val_t below = tpu_linalg_block(g, *lu, k0, m, 0, n);
@@ -174,14 +144,6 @@ static void blocked_lu(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t* lu, tpu_val_
     if (!tpu_linalg_type(g, ppiv, &pt)) return;
     pivs[count++] = tpu_ir_binary(g, TPU_IR_ADD, ppiv,
                                   tpu_ir_const_i(g, TPU_I32, k0, pt.dims, pt.rank));
-    // perm[k0:] = perm[k0:][pperm], through permute_rows on a column
-    tpu_val_t tail = tail_of(g, *perm, k0);
-    int64_t col[TPU_MAX_RANK];
-    memcpy(col, pt.dims, sizeof(int64_t) * (size_t)pt.rank);
-    col[r - 2] = rows;
-    col[r - 1] = 1;
-    tail = tpu_ir_reshape(g, permute_rows(g, tpu_ir_reshape(g, tail, col, r), pperm), col, r - 1);
-    *perm = with_tail(g, *perm, k0, tail);
   }
   *pivots = count == 1 ? pivs[0] : tpu_ir_concat(g, pivs, count, r - 2);
 }
@@ -193,8 +155,12 @@ static factors_t factor(tpu_lower_ctx_t* cx, tpu_val_t a) {
   f.lu = f.pivots = f.perm = f.info = TPU_VAL_NONE;
   if (!tpu_linalg_type(g, a, &t)) return f;
   int64_t m = t.dims[t.rank - 2], n = t.dims[t.rank - 1];
-  if ((m < n ? m : n) <= LU_BLOCK) tpu_ir_lu(g, a, &f.lu, &f.pivots, &f.perm);
-  else blocked_lu(cx, a, &f.lu, &f.pivots, &f.perm);
+  if ((m < n ? m : n) <= LU_BLOCK) {
+    tpu_ir_lu(g, a, &f.lu, &f.pivots, &f.perm);
+  } else {  // (the permutation from the pivots: programs that use it are rare)
+    blocked_lu(cx, a, &f.lu, &f.pivots);
+    f.perm = tpu_ir_lu_permutation(g, f.pivots, m);
+  }
   tpu_val_t d = tpu_linalg_diagonal(g, f.lu);
   if (tpu_linalg_type(g, d, &t))
     f.info = tpu_linalg_first_bad(
@@ -262,18 +228,8 @@ static void unpack_factors(tpu_graph_t* g, tpu_val_t lu, tpu_val_t* l, tpu_val_t
   if (!tpu_linalg_type(g, lk, &lt)) return;
   tpu_val_t row = tpu_ir_iota(g, TPU_I32, lt.dims, r, r - 2);
   tpu_val_t col = tpu_ir_iota(g, TPU_I32, lt.dims, r, r - 1);
-  tpu_val_t diag = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_EQ, row, col),
-                                 tpu_ir_const(g, t.dtype, 1, lt.dims, r),
-                                 tpu_ir_const(g, t.dtype, 0, lt.dims, r));
-  *l = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_GT, row, col), lk, diag);
+  *l = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_GT, row, col), lk, tpu_linalg_eye_like(g, lk));
   *u = tpu_linalg_triangle(g, tpu_linalg_block(g, lu, 0, k, 0, n), false);
-}
-
-// A 1-D empty tensor of dtype t: what lu_unpack returns for a part it was
-// told not to unpack.
-static tpu_val_t empty(tpu_graph_t* g, tpu_dtype_t t) {
-  int64_t zero = 0;
-  return tpu_ir_const(g, t, 0, &zero, 1);
 }
 
 // Raises `message` at the next sync unless 1 <= pivots <= m.
@@ -293,7 +249,7 @@ static void assert_pivots(tpu_lower_ctx_t* cx, tpu_val_t pivots, int64_t m, cons
 //   -> (LU, pivots, info)
 tpu_status_t tpu_lower_linalg_lu_factor_ex(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(check_rank(cx, 0, "torch.lu_factor"));
-  TPU_RETURN_IF_ERROR(check_lu_dtype(cx, 0));
+  TPU_RETURN_IF_ERROR(tpu_linalg_check_lapack_dtype(cx, 0, "lu_cpu"));
   TPU_RETURN_IF_ERROR(check_pivot(cx));
   factors_t f = factor(cx, tpu_lower_tensor(cx, 0));
   if (tpu_arg_bool(cx, 2, false))
@@ -307,7 +263,7 @@ tpu_status_t tpu_lower_linalg_lu_factor_ex(tpu_lower_ctx_t* cx) {
 // linalg_lu(Tensor A, *, bool pivot=True) -> (P, L, U)
 tpu_status_t tpu_lower_linalg_lu(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(check_rank(cx, 0, "linalg.lu"));
-  TPU_RETURN_IF_ERROR(check_lu_dtype(cx, 0));
+  TPU_RETURN_IF_ERROR(tpu_linalg_check_lapack_dtype(cx, 0, "lu_cpu"));
   TPU_RETURN_IF_ERROR(check_pivot(cx));
   factors_t f = factor(cx, tpu_lower_tensor(cx, 0));
   tpu_val_t l, u;
@@ -335,7 +291,7 @@ tpu_status_t tpu_lower_lu_unpack(tpu_lower_ctx_t* cx) {
   if (!fits)
     return tpu_invalid("torch.lu_unpack: LU_pivots must have the batch dimensions of LU_data");
   tpu_dtype_t dtype = tpu_arg_value_dtype(cx, 0);
-  tpu_val_t l = empty(g, dtype), u = l, p = l;
+  tpu_val_t l = tpu_linalg_empty(g, dtype), u = l, p = l;
   if (tpu_arg_bool(cx, 2, true)) unpack_factors(g, tpu_lower_tensor(cx, 0), &l, &u);
   if (tpu_arg_bool(cx, 3, true)) {
     tpu_val_t pivots = tpu_lower_tensor(cx, 1);
@@ -369,7 +325,7 @@ tpu_status_t tpu_lower_linalg_lu_solve(tpu_lower_ctx_t* cx) {
     return tpu_invalid("linalg.lu_solve: Expected LU and B to have the same dtype, but found LU "
                        "of type %s and B of type %s instead", tpu_dtype_torch_name(ta),
                        tpu_dtype_torch_name(tb));
-  TPU_RETURN_IF_ERROR(check_lu_dtype(cx, 0));
+  TPU_RETURN_IF_ERROR(tpu_linalg_check_lapack_dtype(cx, 0, "lu_cpu"));
   bool left = tpu_arg_bool(cx, 3, true), adjoint = tpu_arg_bool(cx, 4, false);
   tpu_mat_shape_t sa, sb;
   TPU_RETURN_IF_ERROR(tpu_linalg_batch_broadcast(cx, 0, 2, &sa, &sb));
@@ -492,7 +448,8 @@ static tpu_val_t permutation_sign(tpu_graph_t* g, tpu_val_t pivots, tpu_dtype_t 
                        tpu_ir_const(g, dtype, 1, t.dims, r - 1));
 }
 
-static tpu_val_t product_last(tpu_graph_t* g, tpu_val_t x, tpu_body_t body) {
+// x reduced over its last dim by ADD or MUL.
+static tpu_val_t reduce_last(tpu_graph_t* g, tpu_val_t x, tpu_body_t body) {
   tpu_type_t t;
   if (!tpu_linalg_type(g, x, &t)) return TPU_VAL_NONE;
   int64_t last = t.rank - 1;
@@ -506,7 +463,7 @@ tpu_status_t tpu_lower_linalg_det(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(check_square_float(cx, "linalg.det"));
   factors_t f = det_factors(cx);
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
-  tpu_val_t prod = product_last(g, tpu_linalg_diagonal(g, f.lu), TPU_BODY_MUL);
+  tpu_val_t prod = reduce_last(g, tpu_linalg_diagonal(g, f.lu), TPU_BODY_MUL);
   tpu_lower_out(cx, 0, tpu_ir_binary(g, TPU_IR_MUL, permutation_sign(g, f.pivots, t), prod));
   tpu_lower_out(cx, 1, f.lu);
   tpu_lower_out(cx, 2, f.pivots);
@@ -521,19 +478,10 @@ tpu_status_t tpu_lower_linalg_slogdet(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
   tpu_val_t d = tpu_linalg_diagonal(g, f.lu);
   tpu_val_t mag = tpu_ir_unary(g, TPU_IR_ABS, d);  // real
-  tpu_val_t unit;  // sgn(d): d / |d|, 0 for 0
-  if (tpu_dtype_is_complex(t)) {
-    tpu_val_t zero = tpu_lower_const_like(cx, mag, 0);
-    tpu_val_t safe = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_EQ, mag, zero),
-                                   tpu_lower_const_like(cx, mag, 1), mag);
-    unit = tpu_ir_binary(g, TPU_IR_DIV, d, tpu_ir_convert(g, safe, t));
-  } else {
-    unit = tpu_ir_unary(g, TPU_IR_SIGN, d);
-  }
   tpu_val_t sign = tpu_ir_binary(g, TPU_IR_MUL, permutation_sign(g, f.pivots, t),
-                                 product_last(g, unit, TPU_BODY_MUL));
+                                 reduce_last(g, tpu_ew_sgn(cx, d), TPU_BODY_MUL));
   tpu_lower_out(cx, 0, sign);
-  tpu_lower_out(cx, 1, product_last(g, tpu_ir_unary(g, TPU_IR_LOG, mag), TPU_BODY_ADD));
+  tpu_lower_out(cx, 1, reduce_last(g, tpu_ir_unary(g, TPU_IR_LOG, mag), TPU_BODY_ADD));
   tpu_lower_out(cx, 2, f.lu);
   tpu_lower_out(cx, 3, f.pivots);
   return TPU_OK;

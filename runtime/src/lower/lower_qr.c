@@ -5,17 +5,11 @@
 
 #include "lower/linalg.h"
 
-static tpu_status_t check_qr_dtype(tpu_lower_ctx_t* cx, int arg, const char* kernel) {
-  tpu_dtype_t t = tpu_arg_value_dtype(cx, arg);
-  if (t == TPU_F32 || t == TPU_F64 || t == TPU_C64 || t == TPU_C128) return TPU_OK;
-  return tpu_not_implemented(kernel, t);
-}
-
 // geqrf(Tensor self) -> (a, tau)
 tpu_status_t tpu_lower_geqrf(tpu_lower_ctx_t* cx) {
   if (tpu_arg_rank(cx, 0) < 2)
     return tpu_invalid("torch.geqrf: input must have at least 2 dimensions.");
-  TPU_RETURN_IF_ERROR(check_qr_dtype(cx, 0, "geqrf_cpu"));
+  TPU_RETURN_IF_ERROR(tpu_linalg_check_lapack_dtype(cx, 0, "geqrf_cpu"));
   tpu_val_t packed, tau;
   tpu_ir_qr(cx->g, tpu_lower_tensor(cx, 0), &packed, &tau);
   tpu_lower_out(cx, 0, packed);
@@ -45,7 +39,7 @@ tpu_status_t tpu_lower_linalg_householder_product(tpu_lower_ctx_t* cx) {
   if (ti != tt)
     return tpu_invalid("%s: tau dtype %s does not match input dtype %s", api,
                        tpu_dtype_torch_name(tt), tpu_dtype_torch_name(ti));
-  TPU_RETURN_IF_ERROR(check_qr_dtype(cx, 0, "orgqr_cpu"));
+  TPU_RETURN_IF_ERROR(tpu_linalg_check_lapack_dtype(cx, 0, "orgqr_cpu"));
   tpu_lower_out(cx, 0, tpu_ir_householder_product(cx->g, tpu_lower_tensor(cx, 0),
                                                   tpu_lower_tensor(cx, 1), d[r - 1]));
   return TPU_OK;
@@ -65,20 +59,14 @@ tpu_status_t tpu_lower_linalg_qr(tpu_lower_ctx_t* cx) {
   if (!complete && !r_only && strcmp(mode, "reduced") != 0)
     return tpu_invalid("qr received unrecognized mode '%s' but expected one of 'reduced' "
                        "(default), 'r', or 'complete'", mode);
-  TPU_RETURN_IF_ERROR(check_qr_dtype(cx, 0, "geqrf_cpu"));
+  TPU_RETURN_IF_ERROR(tpu_linalg_check_lapack_dtype(cx, 0, "geqrf_cpu"));
   const int64_t* d = tpu_arg_sizes(cx, 0);
   int64_t m = d[r - 2], n = d[r - 1], k = m < n ? m : n;
   tpu_val_t packed, tau;
   tpu_ir_qr(g, tpu_lower_tensor(cx, 0), &packed, &tau);
   int64_t rows = complete ? m : k;
-  tpu_val_t q;
-  if (r_only) {
-    int64_t zero = 0;
-    q = tpu_ir_const(g, t, 0, &zero, 1);
-  } else {
-    q = tpu_ir_householder_product(g, packed, tau, rows);
-  }
-  tpu_lower_out(cx, 0, q);
+  tpu_lower_out(cx, 0, r_only ? tpu_linalg_empty(g, t)
+                               : tpu_ir_householder_product(g, packed, tau, rows));
   tpu_lower_out(cx, 1, tpu_linalg_triangle(g, tpu_linalg_block(g, packed, 0, rows, 0, n), false));
   return TPU_OK;
 }

@@ -105,17 +105,21 @@ tpu_status_t tpu_lower_sign(tpu_lower_ctx_t* cx) {
   return tpu_ew_unary(cx, TPU_RULE_SAME, sign_fn);
 }
 
+tpu_val_t tpu_ew_sgn(tpu_lower_ctx_t* cx, tpu_val_t z) {
+  tpu_graph_t* g = cx->g;
+  if (!tpu_graph_ok(g) || !tpu_dtype_is_complex(tpu_ir_dtype(g, z))) return sign_fn(cx, z);
+  tpu_val_t r = tpu_ir_unary(g, TPU_IR_ABS, z);
+  tpu_val_t zero = tpu_lower_const_like(cx, r, 0);
+  tpu_val_t q = tpu_ew_div(g, z, tpu_ir_binary(g, TPU_IR_COMPLEX, r, zero));
+  return tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_EQ, r, zero), tpu_lower_const_like(cx, z, 0),
+                       q);
+}
+
 // sgn: sign for real numbers, z / |z| (0 at 0) for complex ones.
 tpu_status_t tpu_lower_sgn(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
   if (!tpu_dtype_is_complex(t)) return tpu_ew_unary(cx, TPU_RULE_SAME, sign_fn);
-  tpu_graph_t* g = cx->g;
-  tpu_val_t z = tpu_lower_tensor(cx, 0);
-  tpu_val_t r = tpu_ir_unary(g, TPU_IR_ABS, z);
-  tpu_val_t zero = tpu_lower_const_like(cx, r, 0);
-  tpu_val_t q = tpu_ew_div(g, z, tpu_ir_binary(g, TPU_IR_COMPLEX, r, zero));
-  tpu_lower_out(cx, 0, tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_EQ, r, zero),
-                                     tpu_lower_const_like(cx, z, 0), q));
+  tpu_lower_out(cx, 0, tpu_ew_sgn(cx, tpu_lower_tensor(cx, 0)));
   return TPU_OK;
 }
 
