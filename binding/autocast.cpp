@@ -2,6 +2,7 @@
 // PyTorch publishes for backends to reuse (ATen/autocast_mode.h).
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
+#include <torch/version.h>
 
 namespace {
 
@@ -10,6 +11,9 @@ using at::Scalar;
 using at::ScalarType;
 using at::Tensor;
 using namespace at::autocast;
+#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 13
+using at::DimnameList;  // named unqualified in the op lists of torch < 2.13
+#endif
 
 #define TPU_LOWER_PRECISION(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
 #define TPU_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)

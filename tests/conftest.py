@@ -11,6 +11,10 @@ import torchtpu  # noqa: E402
 
 TPU = torch.device("tpu:0")
 
+# The CPU plugin has two devices here; a single-GPU or single-chip plugin
+# (tools/device_check.sh) has one.
+two_devices = pytest.mark.skipif(torch.tpu.device_count() < 2, reason="needs two tpu devices")
+
 
 @pytest.fixture(autouse=True)
 def _seeded():

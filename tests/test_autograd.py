@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from conftest import NoFallback, to_tpu
+from conftest import NoFallback, to_tpu, two_devices
 
 
 def test_grad_accumulates_and_retain_graph():
@@ -117,6 +117,7 @@ def test_gradcheck_float64():
         assert torch.autograd.gradcheck(lambda a, b: torch.tanh(a @ b).sum(0), (x, w))
 
 
+@two_devices
 def test_backward_across_devices():
     a = torch.randn(3, 3, requires_grad=True)
     b = torch.randn(3, 3, requires_grad=True)

@@ -4,6 +4,8 @@ import io
 import pytest
 import torch
 
+from conftest import two_devices
+
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
           torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool, torch.complex64]
 
@@ -83,6 +85,7 @@ def test_dtype_conversion():
         assert torch.equal(x.to("tpu").to(dtype).cpu(), x.to(dtype)), dtype
 
 
+@two_devices
 def test_copy_across_devices():
     x = torch.randn(5, 3)
     a = x.to("tpu:0")

@@ -5,14 +5,17 @@ import pytest
 import torch
 
 import torchtpu
+from conftest import two_devices
 
 
+@two_devices
 def test_available_and_count():
     assert torch.tpu.is_available()
     assert torch.tpu.device_count() == 2  # TORCHTPU_CPU_DEVICES=2 (conftest)
     assert torch.tpu.is_initialized()
 
 
+@two_devices
 def test_current_and_set_device():
     assert torch.tpu.current_device() == 0
     torch.tpu.set_device(1)
@@ -35,6 +38,7 @@ def test_device_index_out_of_range():
     assert torch.ones(1, device="tpu").sum().item() == 1  # still working
 
 
+@two_devices
 def test_tensor_methods():
     x = torch.arange(4.0)
     t = x.tpu()
@@ -54,6 +58,7 @@ def test_synchronize_and_names():
     assert props.pjrt_api.startswith("0.")
 
 
+@two_devices
 def test_accelerator_api():
     assert torch.accelerator.is_available()
     assert torch.accelerator.current_accelerator() == torch.device("tpu")
@@ -128,6 +133,7 @@ def test_event_in_fused_mode():
         assert x.sum().item() == 512
 
 
+@two_devices
 def test_cuda_style_module_api():
     # What code written for torch.cuda (and PyTorch's own device-generic
     # code) reads from a device module.

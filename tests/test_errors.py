@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import torchtpu
-from conftest import check_error
+from conftest import check_error, two_devices
 
 
 def still_works():
@@ -38,10 +38,15 @@ def test_inplace_cast_error():
 def test_mixed_devices():
     with pytest.raises(RuntimeError, match="same device"):
         torch.ones(3, device="tpu") + torch.ones(3)
-    with pytest.raises(RuntimeError, match="same device"):
-        torch.ones(3, device="tpu:0") + torch.ones(3, device="tpu:1")
     # A CPU scalar tensor mixes fine, as with CUDA.
     assert (torch.ones(3, device="tpu") + torch.tensor(2.0)).cpu().tolist() == [3.0] * 3
+    still_works()
+
+
+@two_devices
+def test_mixed_tpu_devices():
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(3, device="tpu:0") + torch.ones(3, device="tpu:1")
     still_works()
 
 

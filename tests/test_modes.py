@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import torchtpu
+from conftest import two_devices
 
 
 def program(x, y):
@@ -221,6 +222,7 @@ def test_failure_poisons_what_later_executions_computed_from_it(name):
     assert w.cpu().tolist() == [1.0, 1.0]
 
 
+@two_devices
 @pytest.mark.parametrize("name", ["strict", "fused"])
 def test_copy_to_another_device_reads_the_checks_it_depends_on(name):
     # Checks belong to their device: a copy of a value computed from an

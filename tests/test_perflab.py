@@ -333,3 +333,28 @@ def test_models_rounds_pool_steps_and_keep_failures(monkeypatch):
     assert pooled["status"] == "ok" and len(pooled["stats"]["samples"]) == 3 * 2
     broken = results.records["models/MLP-forward/cpu-eager/step_ms"]
     assert broken["status"] != "ok" and "round two broke" in broken["error"]
+
+
+def test_models_cuda_eager_peer(monkeypatch):
+    # PyTorch CUDA eager is the peer that counts on a GPU machine: chosen
+    # by default where torch sees a GPU, and compared with the tpu modes.
+    import torch
+
+    from torchtpu.perflab import suite_models
+
+    default = suite_models.chosen_impls(harness.Config())
+    assert ("cuda-eager" in default) == torch.cuda.is_available()
+    assert suite_models.chosen_impls(harness.Config(impls=["cuda-eager", "tpu-fused"])) == [
+        "tpu-fused", "cuda-eager"]
+    if not torch.cuda.is_available():
+        # The figures' plumbing, with this machine's CPU standing in for the
+        # GPU that torch does not see here.
+        monkeypatch.setattr(suite_models, "_device",
+                            lambda impl: "tpu" if impl.startswith("tpu-") else "cpu")
+    cfg = harness.Config(tiny=True, isolate=False, peers=False, models=["MLP"],
+                         impls=["tpu-fused", "cuda-eager"])
+    results = harness.Results()
+    suite_models.run(results, cfg, progress=harness.Progress("models", 6, stream=io.StringIO()))
+    for kind in suite_models.KINDS:
+        assert results.records[f"models/MLP-{kind}/cuda-eager/step_ms"]["status"] == "ok"
+        assert results.ratios[f"models/MLP-{kind}/ratio/tpu-fused/cuda-eager"]["value"] > 0

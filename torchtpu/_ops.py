@@ -28,9 +28,12 @@ def _is_composite_implicit(qualified):
 
 
 def variants(spec):
-    """The qualified names a row entry such as 'add.Tensor' registers."""
+    """The qualified names a row entry such as 'add.Tensor' registers (none
+    where this version of torch does not have it)."""
     base, _, overload = spec.partition(".")
-    packet = getattr(torch.ops.aten, base)
+    packet = getattr(torch.ops.aten, base, None)
+    if packet is None or (overload or "default") not in packet.overloads():
+        return []
     op = getattr(packet, overload or "default")
     schema = op._schema
     names = [_qualified(schema)]

@@ -5,7 +5,8 @@ from pathlib import Path
 
 from torchtpu.perflab.suite_ops import BENCHES
 
-MODEL_IMPLS = ("tpu-strict", "tpu-fused", "tpu-debug", "cpu-eager", "cpu-inductor", "jax")
+MODEL_IMPLS = ("tpu-strict", "tpu-fused", "tpu-debug", "cpu-eager", "cpu-inductor", "cuda-eager",
+               "jax")
 MODEL_KINDS = ("forward", "train", "train-pipelined")
 
 
@@ -202,7 +203,8 @@ def _md_models(doc, recs, rats):
            + ", ".join(f"{m} {v}" for m, v in c["shapes"].items())
            + f"; PyTorch CPU threads {c.get('torch_threads', 'default')})", ""]
     ratio_names = ["tpu-fused/tpu-strict", "tpu-strict/cpu-eager", "tpu-fused/cpu-eager",
-                   "tpu-debug/cpu-eager", "cpu-inductor/cpu-eager"]
+                   "tpu-debug/cpu-eager", "cpu-inductor/cpu-eager", "tpu-strict/cuda-eager",
+                   "tpu-fused/cuda-eager"]
     ratio_names = [n for n in ratio_names if any(r.endswith("/ratio/" + n) for r in rats)]
     header = ["model"] + impls + ratio_names
     rows = []
@@ -233,9 +235,10 @@ def _md_models(doc, recs, rats):
                              cell(recs, base + "executions_per_step", False),
                              cell(recs, base + "peak_memory_MB", False),
                              cell(recs, base + "first_step_compile_s", False)])
-            elif base + "compile_s" in recs:
-                rows.append([b, i, first, "", "", "", "", "", "", "",
-                             cell(recs, base + "compile_s", False)])
+            elif base + "compile_s" in recs or base + "peak_memory_MB" in recs:
+                rows.append([b, i, first, "", "", "", "", "", ""] + [
+                    cell(recs, base + m, False) if base + m in recs else ""
+                    for m in ("peak_memory_MB", "compile_s")])
     out += table(["model", "impl", "first step s", "warmup steps", "compiles per warmup step",
                   "compiles/step", "host syncs/step", "CPU fallbacks/step", "executions/step",
                   "peak MB", "compile s"], rows)

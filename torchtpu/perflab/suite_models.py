@@ -1,7 +1,8 @@
 """Suite `models`: the MLP, CNN and GPT of models.py, inference (forward
 under no_grad, eval mode) and training steps (forward, loss, backward,
 AdamW step), on tpu in each mode, PyTorch CPU eager, torch.compile with
-Inductor on CPU and, for the MLP, JAX when installed.
+Inductor on CPU, PyTorch CUDA eager where torch sees a GPU (the peer that
+counts on a GPU machine) and, for the MLP, JAX when installed.
 
 Each (model, kind, implementation) runs in a fresh process by default, with
 compile caches of its own that start empty, so a first step is a cold one;
@@ -52,7 +53,20 @@ SUITE = "models"
 MODELS = ("MLP", "CNN", "GPT")
 KINDS = ("forward", "train", "train-pipelined")
 STEPS_PER_SYNC = {"train-pipelined": 10}  # else 1
-IMPLS = ("tpu-strict", "tpu-fused", "tpu-debug", "cpu-eager", "cpu-inductor")
+IMPLS = ("tpu-strict", "tpu-fused", "tpu-debug", "cpu-eager", "cpu-inductor", "cuda-eager")
+
+
+def _device(impl):
+    return "tpu" if impl.startswith("tpu-") else "cuda" if impl == "cuda-eager" else "cpu"
+
+
+def chosen_impls(cfg):
+    """--impls, else every implementation (CUDA eager where torch sees a GPU)."""
+    import torch
+
+    if cfg.impls:
+        return [i for i in IMPLS if i in cfg.impls]
+    return [i for i in IMPLS if i != "cuda-eager" or torch.cuda.is_available()]
 
 
 def shapes(quick, tiny):
@@ -129,9 +143,9 @@ def bench_one(name, impl, kind, shape, reps, max_warmup):
 
     import torchtpu
 
-    tpu = impl.startswith("tpu-")
-    device = "tpu" if tpu else "cpu"
-    sync = harness.tpu_sync if tpu else None
+    device = _device(impl)
+    tpu = device == "tpu"
+    sync = {"tpu": harness.tpu_sync, "cuda": torch.cuda.synchronize}.get(device)
     out = {"model": name, "impl": impl, "kind": kind, "shape": shape}
     model, inputs, loss_fn = build(name, shape, device)
     out["params"] = sum(p.numel() for p in model.parameters())
@@ -139,8 +153,8 @@ def bench_one(name, impl, kind, shape, reps, max_warmup):
     if impl == "cpu-inductor":
         runner = torch.compile(model, backend="inductor")
     step = _step_fn(kind, model, runner, inputs, loss_fn)
-    if tpu:
-        torch.tpu.synchronize()
+    if sync:
+        sync()
 
     def timed():
         before = harness.counters() if tpu else None
@@ -172,6 +186,8 @@ def bench_one(name, impl, kind, shape, reps, max_warmup):
     else:  # no compile counter to watch: two more untimed steps
         for _ in range(2):
             timed()
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
     inner = STEPS_PER_SYNC.get(kind, 1)
     samples = harness.measure(step, reps=reps, warmup=0, sync=sync, inner=inner)
     out["step_s"] = samples.samples
@@ -185,6 +201,8 @@ def bench_one(name, impl, kind, shape, reps, max_warmup):
         out["fallbacks_per_step"] = d["fallback_calls"] / steps
         out["fallback_ops_per_step"] = {k: v / steps for k, v in sorted(d["fallbacks"].items())}
         out["mode"] = torchtpu.get_mode()
+    elif device == "cuda":
+        out["peak_bytes"] = torch.cuda.max_memory_allocated()
     if impl == "cpu-inductor":
         out["compile_s"] = max(0.0, first - samples.median)
         try:
@@ -306,7 +324,7 @@ def run(results, cfg, progress=None):
     sh = shapes(cfg.quick, cfg.tiny)
     reps = cfg.n_reps(15, 5, 3)
     max_warmup = cfg.pick(10, 6, 4)
-    impls = [i for i in IMPLS if cfg.wants(i)]
+    impls = chosen_impls(cfg)
     models = [m for m in MODELS if m in cfg.models]
     jax_wanted = (cfg.peers and "MLP" in models and (cfg.impls is None or "jax" in cfg.impls)
                   and importlib.util.find_spec("jax") is not None)
@@ -368,6 +386,9 @@ def run(results, cfg, progress=None):
                 if impl != "cpu-eager" and "cpu-eager" in have:
                     results.ratio(SUITE, bench, f"{impl}/cpu-eager", rid(impl), rid("cpu-eager"),
                                   "step time relative to PyTorch CPU eager (lower is better)")
+                if impl.startswith("tpu-") and "cuda-eager" in have:
+                    results.ratio(SUITE, bench, f"{impl}/cuda-eager", rid(impl), rid("cuda-eager"),
+                                  "step time relative to PyTorch CUDA eager (lower is better)")
             if "jax" in have:
                 for impl in ("tpu-fused", "tpu-strict"):
                     if impl in have:

@@ -349,22 +349,40 @@ tpu_status_t tpu_client_create(const tpu_client_options_t* options,
   c->plugin_path = tpu_strdup(path);
   read_attributes(c);
 
-  // The CPU plugin reads exactly one option; other plugins reject unknown
-  // names, so they get none.
+  // Plugins reject option names they do not know, so each gets only its
+  // own: the CPU plugin its device count; XLA's GPU plugin no
+  // preallocation (it would otherwise take 75% of the GPU's memory at
+  // start, where torch.cuda takes memory as tensors need it). A plugin that
+  // refuses the options is created again without them.
   int cpu_devices = options && options->cpu_devices > 0 ? options->cpu_devices : 1;
   PJRT_NamedValue opt;
   memset(&opt, 0, sizeof opt);
   opt.struct_size = PJRT_SIZE(PJRT_NamedValue, value_size);
-  opt.name = "cpu_device_count";
-  opt.name_size = strlen(opt.name);
-  opt.type = PJRT_NV_INT64;
-  opt.int64_value = cpu_devices;
   opt.value_size = 1;
-  bool is_cpu = strstr(path, "cpu") != NULL;
+  const char* base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  if (strstr(base, "cpu")) {
+    opt.name = "cpu_device_count";
+    opt.type = PJRT_NV_INT64;
+    opt.int64_value = cpu_devices;
+  } else if (strstr(base, "cuda") || strstr(base, "gpu")) {
+    opt.name = "preallocate";
+    opt.type = PJRT_NV_BOOL;
+    opt.bool_value = false;
+  }
+  opt.name_size = opt.name ? strlen(opt.name) : 0;
   PJRT_ARGS(Client_Create, cc);
-  cc.create_options = is_cpu ? &opt : NULL;
-  cc.num_options = is_cpu ? 1 : 0;
+  cc.create_options = opt.name ? &opt : NULL;
+  cc.num_options = opt.name ? 1 : 0;
   s = PJRT_CALL(api, Client_Create, cc);
+  if (s && opt.name) {
+    tpu_log(TPU_LOG_WARN, "PJRT plugin %s refused the option %s; created without it",
+            path, opt.name);
+    tpu_status_free(s);
+    cc.create_options = NULL;
+    cc.num_options = 0;
+    s = PJRT_CALL(api, Client_Create, cc);
+  }
   if (!s) {
     c->handle = cc.client;
     s = client_query(c);
