@@ -335,26 +335,39 @@ def test_models_rounds_pool_steps_and_keep_failures(monkeypatch):
     assert broken["status"] != "ok" and "round two broke" in broken["error"]
 
 
-def test_models_cuda_eager_peer(monkeypatch):
+def test_cuda_eager_peer(monkeypatch):
     # PyTorch CUDA eager is the peer that counts on a GPU machine: chosen
-    # by default where torch sees a GPU, and compared with the tpu modes.
+    # by default where torch sees a GPU, and compared with the tpu modes in
+    # the dispatch and models suites.
     import torch
 
-    from torchtpu.perflab import suite_models
+    from torchtpu.perflab import suite_dispatch, suite_models
 
-    default = suite_models.chosen_impls(harness.Config())
-    assert ("cuda-eager" in default) == torch.cuda.is_available()
-    assert suite_models.chosen_impls(harness.Config(impls=["cuda-eager", "tpu-fused"])) == [
-        "tpu-fused", "cuda-eager"]
+    assert harness.Config().wants("cuda-eager") == torch.cuda.is_available()
+    assert harness.Config().wants("tpu-fused")
+    assert harness.Config(impls=["cuda-eager"]).wants("cuda-eager")
     if not torch.cuda.is_available():
         # The figures' plumbing, with this machine's CPU standing in for the
         # GPU that torch does not see here.
         monkeypatch.setattr(suite_models, "_device",
                             lambda impl: "tpu" if impl.startswith("tpu-") else "cpu")
+        make_op = suite_dispatch.make_op
+        monkeypatch.setattr(suite_dispatch, "make_op",
+                            lambda name, device: make_op(name, device.replace("cuda", "cpu")))
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     cfg = harness.Config(tiny=True, isolate=False, peers=False, models=["MLP"],
                          impls=["tpu-fused", "cuda-eager"])
     results = harness.Results()
     suite_models.run(results, cfg, progress=harness.Progress("models", 6, stream=io.StringIO()))
+    suite_dispatch.run(results, cfg, progress=harness.Progress("dispatch", 6,
+                                                               stream=io.StringIO()))
     for kind in suite_models.KINDS:
         assert results.records[f"models/MLP-{kind}/cuda-eager/step_ms"]["status"] == "ok"
         assert results.ratios[f"models/MLP-{kind}/ratio/tpu-fused/cuda-eager"]["value"] > 0
+    for op in suite_dispatch.OPS:
+        assert results.records[f"dispatch/{op}/cuda-eager/us_per_op"]["status"] == "ok"
+        assert results.ratios[f"dispatch/{op}/ratio/tpu-fused/cuda-eager"]["value"] > 0
+    doc = results.to_json()
+    recs, rats = report._index(doc)
+    text = "\n".join(report._md_dispatch(doc, recs, rats) + report._md_models(doc, recs, rats))
+    assert "| tpu-fused/cuda |" in text and "| tpu-fused/cuda-eager |" in text

@@ -2,10 +2,11 @@
 # The checks for a machine with an accelerator (a GPU box, a TPU VM) that
 # has its own Python with torch and a PJRT plugin installed, and maybe no
 # network: builds torchtpu against that Python's torch (no .venv, nothing
-# downloaded), then runs the C tests, the smallest example, perflab's models
-# suite (tpu strict and fused against PyTorch eager on the same machine) and
-# part of the Python tests, each under its own time limit, most important
-# first, so that a short lease still brings back the numbers that matter.
+# downloaded), then runs the C tests, the smallest example, perflab's
+# dispatch and models suites (tpu strict and fused against PyTorch eager on
+# the same machine, CPU and CUDA) and part of the Python tests, each under
+# its own time limit, most important first, so that a short lease still
+# brings back the numbers that matter.
 #
 #   PYTHON=python3 TORCHTPU_PLUGIN=cuda OUT=device-out tools/device_check.sh
 #
@@ -66,8 +67,10 @@ step build "$(left)" bash -c "cmake -S '$ROOT' -B '$BUILD' -DTPU_PYTHON='$PY' -D
 step c-tests 90 "$BUILD/runtime/tpu_tests"
 step hello 90 "$PY" examples/hello.py
 
-# perflab models, one model at a time (a limit then costs one model), in
-# this process (--no-isolate: no new interpreter and client per figure).
+# perflab: the host cost per op, then the models one at a time (a limit
+# then costs one model), in one process (--no-isolate: no new interpreter
+# and client per figure).
+step perflab-dispatch 60 "$PY" -m torchtpu.perflab dispatch --no-plots --out "$WORK/perflab"
 for model in GPT MLP CNN; do
   step "perflab-$model" "$(( $(left) < 150 ? $(left) - 60 : 150 ))" \
     "$PY" -m torchtpu.perflab models --models "$model" --no-isolate --no-peers --no-plots \
@@ -75,7 +78,7 @@ for model in GPT MLP CNN; do
   tar czf "$OUT/perflab.tgz" -C "$WORK/perflab" .
 done
 for md in "$WORK"/perflab/*.md; do
-  [ -f "$md" ] && { echo; sed -n '/^## models/,/^### CPU fallbacks/p' "$md"; } >>"$OUT/summary.md"
+  [ -f "$md" ] && { echo; sed -n '/^## /,$p' "$md"; } >>"$OUT/summary.md"
 done
 
 # Python tests: those that do not assume the CPU plugin's two devices first.

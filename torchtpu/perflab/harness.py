@@ -474,7 +474,15 @@ class Config:
         return self.threads or None
 
     def wants(self, impl):
-        return self.impls is None or impl in self.impls
+        """--impls, else every implementation (PyTorch CUDA eager where
+        torch sees a GPU)."""
+        if self.impls is not None:
+            return impl in self.impls
+        if impl == "cuda-eager":
+            import torch
+
+            return torch.cuda.is_available()
+        return True
 
     def to_json(self):
         return {"quick": self.quick, "tiny": self.tiny, "reps": self.reps, "peers": self.peers,

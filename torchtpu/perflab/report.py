@@ -16,7 +16,7 @@ def _model_kinds(doc):
     return [k for k in MODEL_KINDS
             if any(r["suite"] == "models" and r["bench"].endswith("-" + k)
                    for r in doc["records"])]
-DISPATCH_IMPLS = ("cpu-eager", "tpu-strict", "tpu-fused", "tpu-debug")
+DISPATCH_IMPLS = ("cpu-eager", "cuda-eager", "tpu-strict", "tpu-fused", "tpu-debug")
 
 
 #===--- formatting ---===#
@@ -127,8 +127,9 @@ def _md_dispatch(doc, recs, rats):
     impls = [i for i in DISPATCH_IMPLS if i in c["impls"]]
     out = [f"## dispatch: µs per eager op ({'x'.join(map(str, c['shape']))} {c['dtype']}, "
            f"{c['reps']} samples of {c['inner']} ops)", ""]
-    tpu = [i for i in impls if i != "cpu-eager"]
-    header = ["op"] + impls + [f"{i}/cpu" for i in tpu]
+    tpu = [i for i in impls if i.startswith("tpu-")]
+    cuda = ["cuda-eager"] if "cuda-eager" in impls else []
+    header = ["op"] + impls + [f"{i}/cpu" for i in tpu + cuda] + [f"{i}/cuda" for i in tpu if cuda]
     if "tpu-fused" in tpu and "tpu-strict" in tpu:
         header.append("fused/strict")
     header += ["issue µs (strict/fused/debug)", "fallbacks/op"]
@@ -136,7 +137,8 @@ def _md_dispatch(doc, recs, rats):
     for op in c["ops"]:
         rid = lambda i, m="us_per_op": f"dispatch/{op}/{i}/{m}"  # noqa: E731
         row = [op] + [cell(recs, rid(i)) for i in impls]
-        row += [ratio_cell(rats, f"dispatch/{op}/ratio/{i}/cpu-eager") for i in tpu]
+        row += [ratio_cell(rats, f"dispatch/{op}/ratio/{i}/cpu-eager") for i in tpu + cuda]
+        row += [ratio_cell(rats, f"dispatch/{op}/ratio/{i}/cuda-eager") for i in tpu if cuda]
         if "fused/strict" in header:
             row.append(ratio_cell(rats, f"dispatch/{op}/ratio/tpu-fused/tpu-strict"))
         row.append(" / ".join(cell(recs, rid(i, "issue_us_per_op"), False) for i in tpu))
@@ -146,7 +148,8 @@ def _md_dispatch(doc, recs, rats):
     out += table(header, rows)
     out += ["", "µs per op includes the op's share of the closing synchronize() (fused: of the "
             "one flush of the loop); issue µs is the loop alone (host time per op); "
-            "x/cpu < 1 is faster than PyTorch CPU eager."]
+            "x/cpu < 1 is faster than PyTorch CPU eager"
+            + ("; x/cuda < 1, than PyTorch CUDA eager." if cuda else ".")]
     return out
 
 

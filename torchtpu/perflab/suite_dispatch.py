@@ -5,7 +5,8 @@ Each sample runs a loop of `inner` ops and then waits for the device
 flush and the wait: in fused mode the whole loop is one recorded graph,
 flushed once. `issue_us` is the loop alone, before the wait: what the
 Python thread spends per op (recording, in fused mode). PyTorch CPU eager
-runs the same loop in the same process as the peer. `sum_item` reads each
+runs the same loop in the same process as the peer, and so does PyTorch
+CUDA eager where torch sees a GPU (waiting with torch.cuda.synchronize()). `sum_item` reads each
 sum back (.item()): the latency of one host round trip, which every CPU
 fallback and every .item() in a model pays. The implementations'
 samples are interleaved (round-robin), so a change of machine load during
@@ -16,7 +17,7 @@ from torchtpu.perflab.harness import Stats
 
 SUITE = "dispatch"
 OPS = ("add", "mul", "matmul", "sum", "index_select", "sum_item")
-IMPLS = ("cpu-eager", "tpu-strict", "tpu-fused", "tpu-debug")
+IMPLS = ("cpu-eager", "cuda-eager", "tpu-strict", "tpu-fused", "tpu-debug")
 SHAPE = (16, 16)
 
 
@@ -58,10 +59,14 @@ def _sampler(impl, op, inner, counts):
     """fn() -> (total, issue) seconds per op for one sample of impl; for
     tpu impls it switches to the impl's mode and accumulates the backend's
     counters of the sample into counts."""
+    import torch
+
     import torchtpu
 
     if impl == "cpu-eager":
         return lambda: harness.sample_once(op, inner)
+    if impl == "cuda-eager":
+        return lambda: harness.sample_once(op, inner, torch.cuda.synchronize)
     mode = impl.split("-", 1)[1]
 
     def sample():
@@ -95,8 +100,8 @@ def run(results, cfg, progress=None):
         samplers, counts, errors = {}, {}, {}
         for impl in impls:
             try:
-                if impl == "cpu-eager":
-                    op = make_op(name, "cpu")
+                if not impl.startswith("tpu-"):
+                    op = make_op(name, impl.split("-")[0])
                 else:
                     with torchtpu.mode(impl.split("-", 1)[1]):
                         op = make_op(name, "tpu")
@@ -115,8 +120,10 @@ def run(results, cfg, progress=None):
                 continue
             tot = Stats([t for t, _ in samples[impl]]).scaled(1e6)
             iss = Stats([i for _, i in samples[impl]]).scaled(1e6)
-            if impl == "cpu-eager":
+            if not impl.startswith("tpu-"):
                 results.record(SUITE, name, impl, "us_per_op", "us", tot)
+                if impl == "cuda-eager":
+                    results.record(SUITE, name, impl, "issue_us_per_op", "us", iss)
                 continue
             c, ops = counts[impl], reps * inner
             extra = {"fallbacks_per_op": c["fallback_calls"] / ops,
@@ -135,6 +142,10 @@ def run(results, cfg, progress=None):
             if impl != "cpu-eager":
                 results.ratio(SUITE, name, f"{impl}/cpu-eager", f"{SUITE}/{name}/{impl}/us_per_op",
                               cpu, "time per op relative to PyTorch CPU eager (lower is better)")
+            if impl.startswith("tpu-") and "cuda-eager" in impls:
+                results.ratio(SUITE, name, f"{impl}/cuda-eager", f"{SUITE}/{name}/{impl}/us_per_op",
+                              f"{SUITE}/{name}/cuda-eager/us_per_op",
+                              "time per op relative to PyTorch CUDA eager (lower is better)")
         if "tpu-fused" in impls and "tpu-strict" in impls:
             results.ratio(SUITE, name, "tpu-fused/tpu-strict", f"{SUITE}/{name}/tpu-fused/us_per_op",
                           f"{SUITE}/{name}/tpu-strict/us_per_op",

@@ -60,15 +60,6 @@ def _device(impl):
     return "tpu" if impl.startswith("tpu-") else "cuda" if impl == "cuda-eager" else "cpu"
 
 
-def chosen_impls(cfg):
-    """--impls, else every implementation (CUDA eager where torch sees a GPU)."""
-    import torch
-
-    if cfg.impls:
-        return [i for i in IMPLS if i in cfg.impls]
-    return [i for i in IMPLS if i != "cuda-eager" or torch.cuda.is_available()]
-
-
 def shapes(quick, tiny):
     def pick(full, q, t):
         return t if tiny else q if quick else full
@@ -324,7 +315,7 @@ def run(results, cfg, progress=None):
     sh = shapes(cfg.quick, cfg.tiny)
     reps = cfg.n_reps(15, 5, 3)
     max_warmup = cfg.pick(10, 6, 4)
-    impls = chosen_impls(cfg)
+    impls = [i for i in IMPLS if cfg.wants(i)]
     models = [m for m in MODELS if m in cfg.models]
     jax_wanted = (cfg.peers and "MLP" in models and (cfg.impls is None or "jax" in cfg.impls)
                   and importlib.util.find_spec("jax") is not None)
