@@ -25,7 +25,7 @@ OUT=${OUT:-device-out}
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 BUILD=$ROOT/build-device
 WORK=$BUILD/work
-mkdir -p "$WORK/perflab"
+rm -rf "$WORK/perflab" && mkdir -p "$WORK/perflab"  # this run's figures only
 SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 export TORCHTPU_PLUGIN=${TORCHTPU_PLUGIN:-cuda}
 export TORCHTPU_PLUGIN_PATH=$SITE
