@@ -29,6 +29,9 @@ void ensure_runtime();
 
 tpu_dtype_t to_tpu(c10::ScalarType t);  // throws for unsupported dtypes
 c10::ScalarType to_torch(tpu_dtype_t t);
+// torch.set_float32_matmul_precision now: the precision of an op's float32
+// products (tpu_call_t.precision).
+tpu_precision_t matmul_precision();
 
 // The runtime's view of a tpu tensor (its storage slot and geometry).
 tpu_view_t view_of(const at::Tensor& t);

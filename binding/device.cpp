@@ -77,6 +77,14 @@ tpu_dtype_t to_tpu(c10::ScalarType t) {
   }
 }
 
+tpu_precision_t matmul_precision() {
+  switch (at::globalContext().float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::HIGH: return TPU_PRECISION_HIGH;
+    case at::Float32MatmulPrecision::MEDIUM: return TPU_PRECISION_MEDIUM;
+    default: return TPU_PRECISION_HIGHEST;
+  }
+}
+
 c10::ScalarType to_torch(tpu_dtype_t t) {
   switch (t) {
     case TPU_BOOL: return c10::ScalarType::Bool;

@@ -583,7 +583,7 @@ class RowKernel final : public c10::OperatorKernel {
     tpu_call_t c{row_, a.device, a.args.data(), static_cast<int>(a.args.size()),
                  call.into ? TPU_WRITE_INTO : TPU_WRITE_NEW,
                  out_dtypes.empty() ? nullptr : out_dtypes.data(),
-                 static_cast<int>(out_dtypes.size()), &prepare, &call};
+                 static_cast<int>(out_dtypes.size()), &prepare, &call, matmul_precision()};
     check(tpu_op_call(&c));
     torch::jit::drop(*stack, n);
     if (info_.num_returns == 0) return;

@@ -5,6 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import torchtpu
 from conftest import check, check_error, check_grad
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
@@ -223,3 +224,34 @@ def test_error_messages_match_cpu():
     tpu_err, cpu_err = check_error(torch.baddbmm, rand(3, dtype=torch.float64),
                                    rand(2, 2, 4), rand(2, 4, 3))
     assert str(tpu_err).startswith(str(cpu_err).split("\n")[0])
+
+
+def test_float32_matmul_precision_reaches_the_program():
+    # torch.set_float32_matmul_precision picks the precision_config of
+    # float32 products (HIGHEST by default: a GPU would otherwise use TF32
+    # and a TPU bfloat16 passes): a program of its own per setting. The CPU
+    # plugin computes float32 at each, so the results agree; float64
+    # products do not depend on the setting.
+    x, w = torch.randn(7, 5), torch.randn(5, 3)
+    tx, tw = x.to("tpu"), w.to("tpu")
+    misses = lambda: torchtpu.metrics()["cache_misses"]  # noqa: E731
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        expected = (tx @ tw).cpu()
+        (tx.double() @ tw.double()).cpu()
+        torch.testing.assert_close(expected, x @ w)
+        for setting in ("high", "medium"):
+            torch.set_float32_matmul_precision(setting)
+            n = misses()
+            assert torch.equal((tx @ tw).cpu(), expected)
+            assert misses() > n, setting
+            n = misses()
+            (tx.double() @ tw.double()).cpu()
+            assert misses() == n, setting
+        torch.set_float32_matmul_precision("highest")
+        n = misses()
+        assert torch.equal((tx @ tw).cpu(), expected)
+        assert misses() == n
+    finally:
+        torch.set_float32_matmul_precision(before)

@@ -180,6 +180,45 @@ static bool program_has(tpu_graph_t* g, tpu_val_t v, const char* what) {
   return found;
 }
 
+// torch.set_float32_matmul_precision reaches float32 products as their
+// precision_config (HIGHEST by default, where a GPU would use TF32 and a
+// TPU bfloat16 passes); products of other dtypes carry none. The CPU plugin
+// computes float32 at each.
+void test_ir_dot_precision(void) {
+  tpu_client_t* c = test_client(1);
+  tpu_graph_t* g = new_graph();
+  int64_t d[2] = {2, 2};
+  tpu_type_t tf = tpu_type_make(TPU_F32, d, 2), ti = tpu_type_make(TPU_I32, d, 2);
+  tpu_val_t a = tpu_ir_param(g, &tf), ia = tpu_ir_param(g, &ti);
+  tpu_dot_dims_t dn = {0};
+  dn.n_contract = 1;
+  dn.lhs_contract[0] = 1;
+  tpu_val_t highest = tpu_ir_dot(g, a, a, &dn, TPU_F32);
+  tpu_graph_set_precision(g, TPU_PRECISION_HIGH);
+  tpu_val_t high = tpu_ir_dot(g, a, a, &dn, TPU_F32);
+  tpu_graph_set_precision(g, TPU_PRECISION_MEDIUM);
+  tpu_val_t medium = tpu_ir_dot(g, a, a, &dn, TPU_F32);
+  tpu_val_t integer = tpu_ir_dot(g, ia, ia, &dn, TPU_I32);
+  CHECK(highest != high && high != medium);  // distinct programs, distinct cache keys
+  CHECK(program_has(g, highest, "precision_config = [#stablehlo<precision HIGHEST>, "
+                                "#stablehlo<precision HIGHEST>]"));
+  CHECK(program_has(g, high, "#stablehlo<precision HIGH>"));
+  CHECK(program_has(g, medium, "#stablehlo<precision DEFAULT>"));
+  CHECK(!program_has(g, integer, "precision"));
+  // matrix_exp's squaring loop multiplies at the graph's precision too.
+  tpu_val_t squared = tpu_ir_squarings(g, a, tpu_ir_const_i(g, TPU_I32, 1, NULL, 0));
+  CHECK(program_has(g, squared, "#stablehlo<precision DEFAULT>"));
+  float av[4] = {1, 2, 3, 4}, hv[4], mv[4], xv[4];
+  const void* in[2] = {av, av};
+  void* res[3] = {hv, mv, xv};
+  size_t sizes[3] = {sizeof hv, sizeof mv, sizeof xv};
+  tpu_val_t outs[3] = {highest, high, medium};
+  run_graph(c, g, outs, 3, in, res, sizes);
+  CHECK(hv[0] == 7 && hv[3] == 22 && !memcmp(hv, mv, sizeof hv) && !memcmp(hv, xv, sizeof hv));
+  tpu_graph_destroy(g);
+  tpu_client_release(c);
+}
+
 // A float sum over the leading dims of data shaped with more dims than the
 // sum's [rows, cols] is a product with ones (XLA would fold a reshape into
 // the reduction and run it as a strided loop); other sums stay reductions.

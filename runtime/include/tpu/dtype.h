@@ -64,6 +64,17 @@ static inline bool tpu_dtype_is_integral(tpu_dtype_t t, bool include_bool) {
          (include_bool && k == TPU_KIND_BOOL);
 }
 
+// How far float32 matrix products and convolutions may trade precision for
+// speed: torch.set_float32_matmul_precision's three settings, printed as
+// StableHLO's precision_config (HIGHEST, HIGH, DEFAULT). The CPU plugin
+// computes in float32 at each; a GPU may use TF32 below HIGHEST and a TPU
+// bfloat16 passes, so HIGHEST, PyTorch's default, is the zero value.
+typedef enum {
+  TPU_PRECISION_HIGHEST = 0,
+  TPU_PRECISION_HIGH = 1,
+  TPU_PRECISION_MEDIUM = 2,
+} tpu_precision_t;
+
 #ifdef __cplusplus
 }
 #endif

@@ -215,6 +215,7 @@ typedef struct tpu_call {
   int num_out_dtypes;
   tpu_prepare_fn prepare;  // provides the targets of the results
   void* user;
+  tpu_precision_t precision;  // of the op's float32 products
 } tpu_call_t;
 
 // Runs the call's op and writes its results into the targets `prepare`

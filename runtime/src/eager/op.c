@@ -522,6 +522,7 @@ tpu_status_t tpu_op_call(const tpu_call_t* call) {
   tpu_dev_begin(d, &mark);
   tpu_lower_ctx_t cx;
   memset(&cx, 0, sizeof cx);
+  tpu_graph_set_precision(d->graph, call->precision);
   cx.g = d->graph;
   cx.row = row;
   cx.args = args;

@@ -654,6 +654,7 @@ tpu_val_t tpu_ir_dot(tpu_graph_t* g, tpu_val_t lhs, tpu_val_t rhs,
   for (int i = 0; i < tl->rank; ++i) if (!used_l[i]) t.dims[t.rank++] = tl->dims[i];
   for (int i = 0; i < tr->rank; ++i) if (!used_r[i]) t.dims[t.rank++] = tr->dims[i];
   if (tl->dtype != tr->dtype) return FAIL(g, "dot: operand dtypes differ");
+  d.precision = tpu_graph_precision_attr(g, tl->dtype);
   tpu_val_t ops[2] = {lhs, rhs};
   return tpu_graph_add(g, TPU_IR_DOT, ops, 2, &d, sizeof d, &t);
 }
@@ -706,6 +707,7 @@ tpu_val_t tpu_ir_conv(tpu_graph_t* g, tpu_val_t input, tpu_val_t kernel,
                   (long long)k, (long long)in);
     t.dims[a->out_spatial[i]] = (in - k) / a->strides[i] + 1;
   }
+  at.precision = tpu_graph_precision_attr(g, ti->dtype);
   tpu_val_t ops[2] = {input, kernel};
   return tpu_graph_add(g, TPU_IR_CONV, ops, 2, &at, sizeof at, &t);
 }

@@ -80,14 +80,16 @@ tpu_val_t tpu_ir_triangular_solve(tpu_graph_t* g, tpu_val_t a, tpu_val_t b,
 // largest of the last carried values); the printer reads the bound from the
 // attributes. Each builder skips a loop of no steps (its slices would not
 // fit empty matrices).
+// A loop node; `precision`: its products' (tpu_graph_precision_attr), if any.
 static tpu_val_t loop(tpu_graph_t* g, tpu_ir_op_t op, tpu_val_t* carried, int n,
-                      int64_t steps) {
+                      int64_t steps, int64_t precision) {
   tpu_type_t t[4];
   for (int i = 0; i < n; ++i) t[i] = g->nodes[carried[i]].type;  // n <= 4
   dims_attrs_t at;
   memset(&at, 0, sizeof at);
-  at.n = 1;
+  at.n = 2;
   at.v[0] = steps;
+  at.v[1] = precision;
   return tpu_graph_add_multi(g, op, carried, n, &at, sizeof at, t, n);
 }
 
@@ -128,7 +130,7 @@ void tpu_ir_lu(tpu_graph_t* g, tpu_val_t a, tpu_val_t* lu, tpu_val_t* pivots,
     *perm = carried[3];
     return;
   }
-  tpu_val_t v = loop(g, TPU_IR_LU, carried, 4, k);
+  tpu_val_t v = loop(g, TPU_IR_LU, carried, 4, k, 0);
   *lu = tpu_ir_result(g, v, 1);
   *pivots = tpu_ir_result(g, v, 2);
   *perm = tpu_ir_result(g, v, 3);
@@ -141,7 +143,7 @@ tpu_val_t tpu_ir_lu_permutation(tpu_graph_t* g, tpu_val_t pivots, int64_t m) {
     return FAIL(g, "lu_permutation: pivots are not i32 of rank >= 1");
   tpu_val_t carried[3] = {tpu_ir_const_i(g, TPU_I32, 0, NULL, 0), pivots, row_iota(g, &t, m)};
   if (t.dims[t.rank - 1] == 0) return carried[2];
-  return tpu_ir_result(g, loop(g, TPU_IR_LU_PERMUTATION, carried, 3, t.dims[t.rank - 1]), 2);
+  return tpu_ir_result(g, loop(g, TPU_IR_LU_PERMUTATION, carried, 3, t.dims[t.rank - 1], 0), 2);
 }
 
 void tpu_ir_qr(tpu_graph_t* g, tpu_val_t a, tpu_val_t* packed, tpu_val_t* tau) {
@@ -163,7 +165,7 @@ void tpu_ir_qr(tpu_graph_t* g, tpu_val_t a, tpu_val_t* packed, tpu_val_t* tau) {
     *tau = carried[2];
     return;
   }
-  tpu_val_t v = loop(g, TPU_IR_QR, carried, 3, k);
+  tpu_val_t v = loop(g, TPU_IR_QR, carried, 3, k, 0);
   *packed = tpu_ir_result(g, v, 1);
   *tau = tpu_ir_result(g, v, 2);
 }
@@ -184,7 +186,7 @@ tpu_val_t tpu_ir_householder_product(tpu_graph_t* g, tpu_val_t v, tpu_val_t tau,
                                 tpu_ir_const(g, t.dtype, 1, qd, r), tpu_ir_const(g, t.dtype, 0, qd, r));
   if (k == 0) return eye;
   tpu_val_t carried[4] = {tpu_ir_const_i(g, TPU_I32, 0, NULL, 0), eye, v, tau};
-  return tpu_ir_result(g, loop(g, TPU_IR_HOUSEHOLDER_PRODUCT, carried, 4, k), 1);
+  return tpu_ir_result(g, loop(g, TPU_IR_HOUSEHOLDER_PRODUCT, carried, 4, k, 0), 1);
 }
 
 tpu_val_t tpu_ir_squarings(tpu_graph_t* g, tpu_val_t x, tpu_val_t counts) {
@@ -195,5 +197,6 @@ tpu_val_t tpu_ir_squarings(tpu_graph_t* g, tpu_val_t x, tpu_val_t counts) {
   for (int i = 0; ok && i < ct.rank; ++i) ok = ct.dims[i] == t.dims[i];
   if (!ok) return FAIL(g, "squarings: operand is not a batch of square matrices with counts");
   tpu_val_t carried[3] = {tpu_ir_const_i(g, TPU_I32, 0, NULL, 0), x, counts};
-  return tpu_ir_result(g, loop(g, TPU_IR_SQUARINGS, carried, 3, -1), 1);
+  return tpu_ir_result(g, loop(g, TPU_IR_SQUARINGS, carried, 3, -1,
+                                  tpu_graph_precision_attr(g, t.dtype)), 1);
 }

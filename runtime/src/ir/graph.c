@@ -133,6 +133,12 @@ tpu_status_t tpu_graph_error(const tpu_graph_t* g) { return g->error; }
 bool tpu_graph_ok(const tpu_graph_t* g) { return g->error == NULL; }
 int32_t tpu_graph_node_count(const tpu_graph_t* g) { return g->count; }
 
+void tpu_graph_set_precision(tpu_graph_t* g, tpu_precision_t p) { g->precision = p; }
+
+int64_t tpu_graph_precision_attr(const tpu_graph_t* g, tpu_dtype_t dtype) {
+  return dtype == TPU_F32 || dtype == TPU_C64 ? (int64_t)g->precision + 1 : 0;
+}
+
 tpu_status_t tpu_graph_take_error(tpu_graph_t* g) {
   tpu_status_t s = g->error;
   g->error = NULL;

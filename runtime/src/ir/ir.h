@@ -187,6 +187,9 @@ TPU_MUST_USE tpu_status_t tpu_graph_take_error(tpu_graph_t* g);
 // Records an error (first one wins; takes ownership of `status`).
 void tpu_graph_fail(tpu_graph_t* g, tpu_status_t status);
 bool tpu_graph_ok(const tpu_graph_t* g);
+// The precision of the float32 products and convolutions built from now on
+// (tpu_ir_dot, tpu_ir_conv; HIGHEST until set).
+void tpu_graph_set_precision(tpu_graph_t* g, tpu_precision_t precision);
 // Scratch memory that lives until the graph is reset (NULL when out of memory).
 void* tpu_graph_alloc(tpu_graph_t* g, size_t size);
 int32_t tpu_graph_node_count(const tpu_graph_t* g);
@@ -320,6 +323,7 @@ typedef struct tpu_dot_dims {
   int32_t n_batch, n_contract;
   int64_t lhs_batch[TPU_MAX_RANK], rhs_batch[TPU_MAX_RANK];
   int64_t lhs_contract[TPU_MAX_RANK], rhs_contract[TPU_MAX_RANK];
+  int64_t precision;  // set by tpu_ir_dot (see tpu_graph_set_precision)
 } tpu_dot_dims_t;
 // Result: batch dims, lhs free dims, rhs free dims; dtype `out` (the
 // accumulation type XLA uses for the result).
@@ -336,6 +340,7 @@ typedef struct tpu_conv_attrs {
   int64_t in_batch, in_feature, in_spatial[3];
   int64_t k_out, k_in, k_spatial[3];
   int64_t out_batch, out_feature, out_spatial[3];
+  int64_t precision;  // set by tpu_ir_conv (see tpu_graph_set_precision)
 } tpu_conv_attrs_t;
 void tpu_conv_attrs_default(tpu_conv_attrs_t* a, int spatial);
 tpu_val_t tpu_ir_conv(tpu_graph_t* g, tpu_val_t input, tpu_val_t kernel,

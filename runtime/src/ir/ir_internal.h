@@ -32,7 +32,13 @@ struct tpu_graph {
   int32_t num_params, params_cap;
   arena_chunk_t* arena;
   tpu_status_t error;
+  tpu_precision_t precision;
 };
+
+// The precision attribute of a product of `dtype` operands: the graph's
+// precision + 1 for float32 (and complex64) operands, the ones
+// torch.set_float32_matmul_precision governs; 0 (none printed) otherwise.
+int64_t tpu_graph_precision_attr(const tpu_graph_t* g, tpu_dtype_t dtype);
 
 
 // Adds a node (or finds its twin). `attrs` is copied; its bytes take part in
@@ -66,6 +72,9 @@ static inline const tpu_type_t* type_of(const tpu_graph_t* g, tpu_val_t v) {
 // Prints the regions of an LU loop node `v` (print_loop.c).
 struct tpu_strbuf;
 void tpu_print_loop(struct tpu_strbuf* sb, const tpu_node_t* n, int32_t v);
+// Writes a product's ", precision_config = [...]" (from its precision
+// attribute, tpu_graph_precision_attr) into buf, or "" for none.
+void tpu_precision_text(char* buf, size_t size, int64_t precision);
 
 // Attribute structs (zero-initialized before filling).
 typedef struct const_attrs {

@@ -31,6 +31,19 @@ static void put_array(tpu_strbuf_t* sb, const char* name, const int64_t* v, int 
   tpu_strbuf_puts(sb, ">");
 }
 
+void tpu_precision_text(char* buf, size_t size, int64_t precision) {
+  static const char* const names[] = {"HIGHEST", "HIGH", "DEFAULT"};
+  const char* name = precision > 0 ? names[precision - 1] : NULL;  // the same for both operands
+  snprintf(buf, size, name ? ", precision_config = [#stablehlo<precision %s>, "
+                             "#stablehlo<precision %s>]" : "", name, name);
+}
+
+static void put_precision(tpu_strbuf_t* sb, int64_t precision) {
+  char text[96];
+  tpu_precision_text(text, sizeof text, precision);
+  tpu_strbuf_puts(sb, text);
+}
+
 // The SSA name of a value.
 static void put_val(printer_t* p, tpu_val_t v) {
   const tpu_node_t* n = tpu_graph_node(p->g, v);
@@ -521,7 +534,9 @@ static void put_node(printer_t* p, tpu_val_t v) {
       put_list(sb, "rhs_batching_dimensions", d->rhs_batch, d->n_batch, false);
       put_list(sb, "lhs_contracting_dimensions", d->lhs_contract, d->n_contract, false);
       put_list(sb, "rhs_contracting_dimensions", d->rhs_contract, d->n_contract, false);
-      tpu_strbuf_puts(sb, ">} ");
+      tpu_strbuf_puts(sb, ">");
+      put_precision(sb, d->precision);
+      tpu_strbuf_puts(sb, "} ");
       break;
     }
     case TPU_IR_CONV: {
@@ -542,6 +557,7 @@ static void put_node(printer_t* p, tpu_val_t v) {
       put_array(sb, "rhs_dilation", a->rhs_dilation, s);
       tpu_strbuf_puts(sb, ", ");
       put_array(sb, "window_strides", a->strides, s);
+      put_precision(sb, a->precision);
       tpu_strbuf_puts(sb, "} ");
       break;
     }

@@ -480,12 +480,13 @@ static void put_householder_body(tpu_strbuf_t* sb, long id, const tpu_type_t* ca
 
 // One step of the squarings (carried: k, X, counts): X = X X for the
 // matrices whose count is above k.
-static void put_squaring_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried) {
+static void put_squaring_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carried,
+                              int64_t precision) {
   region_t r = {.sb = sb, .id = id};
   open_block(&r, carried, 3);  // values 0..2: k, X, counts
   const tpu_type_t *tx = &carried[1], *tc = &carried[2];
   int nb = tc->rank;
-  char attrs[256] = "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [";
+  char attrs[384] = "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [";
   for (int pass = 0; pass < 2; ++pass) {
     for (int i = 0; i < nb; ++i)
       snprintf(attrs + strlen(attrs), sizeof attrs - strlen(attrs), "%s%d", i ? ", " : "", i);
@@ -493,6 +494,7 @@ static void put_squaring_body(tpu_strbuf_t* sb, long id, const tpu_type_t* carri
   }
   snprintf(attrs + strlen(attrs), sizeof attrs - strlen(attrs),
            ", lhs_contracting_dimensions = [%d], rhs_contracting_dimensions = [%d]>", nb + 1, nb);
+  tpu_precision_text(attrs + strlen(attrs), sizeof attrs - strlen(attrs), precision);
   int square = emit(&r, "dot_general", tx, attrs, 2, 1, 1);
   int more = compare(&r, "LT", broadcast(&r, 0, tc, 0, -1), 2);
   tpu_type_t tb = with(tx, TPU_BOOL);
@@ -512,7 +514,7 @@ void tpu_print_loop(tpu_strbuf_t* sb, const tpu_node_t* n, int32_t v) {
     case TPU_IR_HOUSEHOLDER_PRODUCT:
       put_householder_body(sb, 2L * v + 1, n->result_types);
       break;
-    default: put_squaring_body(sb, 2L * v + 1, n->result_types); break;
+    default: put_squaring_body(sb, 2L * v + 1, n->result_types, a->v[1]); break;
   }
   tpu_strbuf_puts(sb, ") ");
 }
