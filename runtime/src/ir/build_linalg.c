@@ -78,9 +78,9 @@ tpu_val_t tpu_ir_triangular_solve(tpu_graph_t* g, tpu_val_t a, tpu_val_t b,
 
 // The loops carry (step, ...) and stop after `steps` steps (-1: after the
 // largest of the last carried values); the printer reads the bound from the
-// attributes. Each builder skips a loop of no steps (its slices would not
-// fit empty matrices).
-// A loop node; `precision`: its products' (tpu_graph_precision_attr), if any.
+// attributes, and the precision of the loop's products (the squarings';
+// tpu_graph_precision_attr) from there too. Each builder skips a loop of no
+// steps (its slices would not fit empty matrices).
 static tpu_val_t loop(tpu_graph_t* g, tpu_ir_op_t op, tpu_val_t* carried, int n,
                       int64_t steps, int64_t precision) {
   tpu_type_t t[4];
