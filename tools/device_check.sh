@@ -81,7 +81,8 @@ for md in "$WORK"/perflab/*.md; do
   [ -f "$md" ] && { echo; sed -n '/^## /,$p' "$md"; } >>"$OUT/summary.md"
 done
 
-# Python tests: those that do not assume the CPU plugin's two devices first.
+# Python tests last, in the time left (tests that need two devices skip on
+# a one-device plugin).
 step pytest "$(($(left) - 10))" "$PY" -m pytest --maxfail=50 \
   --durations=10 tests/test_models.py tests/test_modes.py tests/test_autograd.py \
   tests/test_ops_matmul.py tests/test_ops_reduce.py tests/test_ops_nn.py tests/test_optim.py
