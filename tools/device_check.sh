@@ -17,6 +17,8 @@
 # perflab.tgz (perflab's JSON and markdown).
 # BUDGET: seconds for the whole script (default 540); the Python tests get
 # what is left of it.
+# Like `make build`, it writes the extension into torchtpu/: where this
+# checkout's .venv has another torch, run it in a separate clone.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
