@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <deque>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -45,18 +46,23 @@ tpu_scalar_t scalar_of(const c10::Scalar& s, tpu_tier_t tier) {
   return r;
 }
 
+// Elements keep their addresses. A list, not a deque: libstdc++'s deque
+// allocates when constructed, and most calls leave most of these empty.
+template <class T>
+using Stable = std::list<T>;
+
 // Holds the runtime arguments of one call and everything they point into.
 struct Args {
   std::vector<tpu_arg_t> args;
-  std::deque<tpu_view_t> views;  // deque: addresses stay valid
-  std::deque<std::vector<const tpu_view_t*>> view_lists;
-  std::deque<std::vector<int64_t>> int_lists;
-  std::deque<std::vector<double>> float_lists;
-  std::deque<std::unique_ptr<bool[]>> bool_lists;
-  std::deque<std::vector<tpu_scalar_t>> scalar_lists;
-  std::deque<std::string> strings;
+  Stable<tpu_view_t> views;
+  Stable<std::vector<const tpu_view_t*>> view_lists;
+  Stable<std::vector<int64_t>> int_lists;
+  Stable<std::vector<double>> float_lists;
+  Stable<std::unique_ptr<bool[]>> bool_lists;
+  Stable<std::vector<tpu_scalar_t>> scalar_lists;
+  Stable<std::string> strings;
   // Inputs materialized from conj / neg views, and CPU scalars of lists moved over.
-  std::deque<at::Tensor> resolved;
+  Stable<at::Tensor> resolved;
   std::vector<size_t> generators;  // indices of RNG args to fill in
   c10::DeviceIndex device = -1;    // of the first tpu tensor or Device arg
 

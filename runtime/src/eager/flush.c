@@ -157,17 +157,35 @@ static void release_donated(tpu_dev_t* d, uint64_t finished) {
   d->num_donated = k;
 }
 
-// Holds the buffers that the execution just launched took as donations (all
-// donors but the kept ones) until it ends; see tpu_dev_t.donated.
+// The buffer that output `o` takes as a donation, or NULL (no donor, or one
+// kept because a running execution still uses it).
+static tpu_buffer_t* donation(tpu_dev_t* d, const tpu_program_output_t* out,
+                              const int64_t* keep, int num_keep) {
+  if (out->donor_param < 0) return NULL;
+  for (int k = 0; k < num_keep; ++k)
+    if (keep[k] == out->donor_param) return NULL;
+  return d->params[out->donor_param];
+}
+
+// Donations stop counting in memory_allocated() before the launch: each
+// output that takes one reuses its memory, and counting both for a moment
+// would report a peak that never was. (If the launch fails, what the
+// outputs were to overwrite is poisoned and its buffers are dropped.)
+static void uncount_donations(tpu_dev_t* d, const tpu_program_output_t* outs, int n,
+                              const int64_t* keep, int num_keep) {
+  for (int o = 0; o < n; ++o) {
+    tpu_buffer_t* b = donation(d, &outs[o], keep, num_keep);
+    if (b) tpu_buffer_mark_donated(b);
+  }
+}
+
+// Holds the buffers that the execution just launched took as donations
+// until it ends; see tpu_dev_t.donated.
 static void hold_donated(tpu_dev_t* d, const tpu_program_output_t* outs, int n,
                          const int64_t* keep, int num_keep) {
   for (int o = 0; o < n; ++o) {
-    int p = outs[o].donor_param;
-    bool kept = false;
-    for (int k = 0; k < num_keep; ++k) kept |= keep[k] == p;
-    if (p < 0 || kept) continue;
-    tpu_buffer_t* b = d->params[p];
-    tpu_buffer_mark_donated(b);
+    tpu_buffer_t* b = donation(d, &outs[o], keep, num_keep);
+    if (!b) continue;
     if (d->num_donated == d->donated_cap) {
       int cap = d->donated_cap ? d->donated_cap * 2 : 64;
       tpu_buffer_t** grown = tpu_realloc(d->donated, sizeof *grown * (size_t)cap);
@@ -334,6 +352,7 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
       uint64_t finished = finished_seq(d);
       release_donated(d, finished);
       int num_keep = keep ? busy_donors(d, finished, outs, num_values, keep) : 0;  // none: only slower
+      uncount_donations(d, outs, num_values, keep, num_keep);
       s = name_ops(d, "running",
                    tpu_executable_execute(exe, d->index, d->params, d->num_params, keep,
                                           num_keep, results, n, wait ? NULL : &done));
