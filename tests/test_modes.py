@@ -165,6 +165,34 @@ def test_fused_optimizer_step_peak_is_what_the_step_holds():
     assert torch.tpu.max_memory_allocated() == max(held, after)
 
 
+def test_fused_step_launched_while_backward_runs_updates_in_place():
+    # A loop that reads nothing back launches the optimizer step while the
+    # backward graph (long: a large batch) still reads the parameters. The
+    # step still takes their memory (PJRT waits for the reads), so the
+    # model's state is never held twice.
+    torch.manual_seed(0)
+    model = torch.nn.Linear(256, 256).tpu()
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randn(4096, 256).tpu()
+
+    def step():
+        opt.zero_grad()
+        model(x).square().mean().backward()
+        opt.step()
+
+    with torchtpu.mode("fused"):
+        for _ in range(3):
+            step()
+        torch.tpu.synchronize()
+        held = torch.tpu.memory_allocated()
+        torch.tpu.reset_peak_memory_stats()
+        for _ in range(5):
+            step()
+        torch.tpu.synchronize()
+    param_bytes = sum(p.numel() * 4 for p in model.parameters())
+    assert torch.tpu.max_memory_allocated() - held < param_bytes / 2
+
+
 @pytest.mark.parametrize("name", ["strict", "fused"])
 def test_a_loop_that_reads_nothing_back_keeps_no_old_results(name):
     # Cross entropy checks its targets on the device; the check is read at

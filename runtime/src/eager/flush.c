@@ -132,11 +132,19 @@ static bool donatable(tpu_dev_t* d, tpu_buffer_t* b, tpu_slot_t* const* out_slot
   return uses == 1 && tpu_buffer_refs(b) == uses + dying;
 }
 
-// The donors that a running execution still reads or writes: PJRT would
-// block the host until that execution ends before reusing their memory, so
-// they are kept (their outputs get new buffers) and recording goes on while
-// the device works. Which donors those are depends on timing, so this is
-// decided at each execution and never changes the compiled program.
+// The donors that a running execution still reads or writes, in strict
+// mode: PJRT would block the host until that execution ends before reusing
+// their memory, so they are kept (their outputs get new buffers) and the
+// host goes on issuing ops while the device works; a kept buffer is one
+// op's. Fused mode donates them all the same: its graphs update whole model
+// states (an optimizer step rewrites every parameter while the backward
+// graph still reads them), which keeping would hold twice; waiting for the
+// backward graph cost no time on the CPU plugin (the host and XLA share
+// its cores), and an accelerator's PJRT client, whose executions are
+// ordered on a stream, need not hold the host at all (not yet measured).
+// Which donors are kept
+// depends on timing, so it is decided at each execution and never changes
+// the compiled program.
 static int busy_donors(tpu_dev_t* d, uint64_t finished, const tpu_program_output_t* outs, int n,
                        int64_t* keep) {
   int k = 0;
@@ -351,7 +359,8 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
       int64_t* keep = n <= STACK_OUTS ? small_keep : tpu_malloc(sizeof *keep * (size_t)n);
       uint64_t finished = finished_seq(d);
       release_donated(d, finished);
-      int num_keep = keep ? busy_donors(d, finished, outs, num_values, keep) : 0;  // none: only slower
+      int num_keep = keep && tpu_mode_get() != TPU_MODE_FUSED
+                         ? busy_donors(d, finished, outs, num_values, keep) : 0;  // none: only slower
       uncount_donations(d, outs, num_values, keep, num_keep);
       s = name_ops(d, "running",
                    tpu_executable_execute(exe, d->index, d->params, d->num_params, keep,
