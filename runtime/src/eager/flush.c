@@ -142,9 +142,8 @@ static bool donatable(tpu_dev_t* d, tpu_buffer_t* b, tpu_slot_t* const* out_slot
 // backward graph cost no time on the CPU plugin (the host and XLA share
 // its cores), and an accelerator's PJRT client, whose executions are
 // ordered on a stream, need not hold the host at all (not yet measured).
-// Which donors are kept
-// depends on timing, so it is decided at each execution and never changes
-// the compiled program.
+// Which donors are kept depends on timing, so it is decided at each
+// execution and never changes the compiled program.
 static int busy_donors(tpu_dev_t* d, uint64_t finished, const tpu_program_output_t* outs, int n,
                        int64_t* keep) {
   int k = 0;
@@ -165,7 +164,7 @@ static void release_donated(tpu_dev_t* d, uint64_t finished) {
   d->num_donated = k;
 }
 
-// The buffer that output `o` takes as a donation, or NULL (no donor, or one
+// The buffer that `out` takes as a donation, or NULL (no donor, or one
 // kept because a running execution still uses it).
 static tpu_buffer_t* donation(tpu_dev_t* d, const tpu_program_output_t* out,
                               const int64_t* keep, int num_keep) {
