@@ -143,6 +143,25 @@ def test_pipelined_training_counts_per_step(run_doc):
     assert "models/MLP-train-pipelined/ratio/tpu-fused/cpu-eager" in rats
 
 
+def test_models_phases(run_doc):
+    # Where a step's time goes: each call of a training step, and for tpu
+    # the wait in the closing synchronize; their sum is at most the step.
+    doc, _ = run_doc
+    for impl in TPU_IMPLS + ["cpu-eager"]:
+        r = _rec(doc, f"models/MLP-train/{impl}/step_ms")
+        ph = r["extra"]["phase_ms"]
+        want = {"zero_grad", "forward", "backward", "optimizer"} | (
+            {"sync"} if impl.startswith("tpu-") else set())
+        assert set(ph) == want and all(v >= 0 for v in ph.values())
+        assert ph["forward"] > 0 and ph["backward"] > 0 and ph["optimizer"] > 0
+        assert sum(ph.values()) <= 1.5 * r["stats"]["max"]
+    fwd = _rec(doc, "models/MLP-forward/tpu-fused/step_ms")["extra"]["phase_ms"]
+    assert set(fwd) == {"forward", "sync"}
+    md = Path(doc["artifacts"]["markdown"]).read_text()
+    assert "### where a step's time goes" in md
+    assert "| MLP-train | tpu-fused |" in md
+
+
 def test_coverage_figures(run_doc):
     doc, _ = run_doc
     import torchtpu

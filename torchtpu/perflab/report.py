@@ -194,6 +194,32 @@ def _md_ops(doc, recs, rats):
     return out
 
 
+PHASES = ("zero_grad", "forward", "backward", "optimizer", "sync")
+
+
+def _md_phases(recs, benches, impls):
+    """Where a step's time goes: the host's time in each call of the step
+    and in the closing synchronize() (runs from before the phases were
+    measured have none)."""
+    rows = []
+    for b in benches:
+        for i in impls:
+            r = recs.get(f"models/{b}/{i}/step_ms")
+            ph = r and r["status"] == "ok" and r.get("extra", {}).get("phase_ms")
+            if ph:
+                rows.append([b, i] + [num(ph[p]) if p in ph else "" for p in PHASES]
+                            + [num(sum(ph.values()))])
+    if not rows:
+        return []
+    return ["", "### where a step's time goes (ms per step, medians)", ""] + table(
+        ["model", "impl"] + list(PHASES) + ["sum"], rows) + [
+        "", "The host's time in each call of a timed step, and its wait in the closing "
+        "synchronize() (per step: a tenth of it in train-pipelined). On tpu a phase is the "
+        "host's time to record and launch its ops and sync the wait for the device (with the "
+        "CPU plugin, fused mode's optimizer step also waits for the backward graph whose "
+        "buffers it updates in place); on the CPU each phase includes its kernels."]
+
+
 def _md_models(doc, recs, rats):
     s = doc["suites"]["models"]
     c = s["config"]
@@ -247,6 +273,7 @@ def _md_models(doc, recs, rats):
                   "peak MB", "compile s"], rows)
     out += ["", "compile s: tpu, XLA compile time within the first step; Inductor and JAX, "
             "first step minus the median step."]
+    out += _md_phases(recs, benches, impls)
     fb = s.get("fallback_ops") or {}
     if fb:
         out += ["", "### CPU fallbacks per step (ops not yet lowered natively)", "",

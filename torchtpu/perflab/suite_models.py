@@ -38,6 +38,10 @@ Per model and kind:
   closing synchronize() of each timed sample is not counted as a host sync)
   peak memory    torch.tpu.max_memory_allocated() over the timed steps
   compile        Inductor and JAX: first step minus the median step
+  phases         the host's time in each call of a timed step (zero_grad,
+                 forward and loss, backward, optimizer step) and its wait in
+                 the closing synchronize(), per step, medians: where a tpu
+                 step records and where it waits for the device
 """
 import importlib.util
 import json
@@ -103,8 +107,16 @@ def build(name, shape, device, seed=0):
     return model, (x,), lambda m: F.cross_entropy(m(x), y)
 
 
-def _step_fn(kind, model, runner, inputs, loss_fn):
+def _step_fn(kind, model, runner, inputs, loss_fn, phases):
+    """The step of `kind`; each call appends the seconds of its phases to
+    the lists of `phases`."""
     import torch
+
+    def timed(phase, fn, *args):
+        t0 = time.perf_counter()
+        r = fn(*args)
+        phases.setdefault(phase, []).append(time.perf_counter() - t0)
+        return r
 
     if kind == "forward":
         model.eval()
@@ -115,16 +127,16 @@ def _step_fn(kind, model, runner, inputs, loss_fn):
             # The output stays alive until the step's closing synchronize, or
             # fused mode would (rightly) skip computing a result nobody reads.
             with torch.no_grad():
-                kept[:] = [runner(*inputs)]
+                kept[:] = [timed("forward", runner, *inputs)]
         return step
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
     def step():
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(runner)
-        loss.backward()
-        opt.step()
+        timed("zero_grad", opt.zero_grad, True)
+        loss = timed("forward", loss_fn, runner)
+        timed("backward", loss.backward)
+        timed("optimizer", opt.step)
     return step
 
 
@@ -143,7 +155,8 @@ def bench_one(name, impl, kind, shape, reps, max_warmup):
     runner = model
     if impl == "cpu-inductor":
         runner = torch.compile(model, backend="inductor")
-    step = _step_fn(kind, model, runner, inputs, loss_fn)
+    phases = {}
+    step = _step_fn(kind, model, runner, inputs, loss_fn, phases)
     if sync:
         sync()
 
@@ -180,8 +193,17 @@ def bench_one(name, impl, kind, shape, reps, max_warmup):
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
     inner = STEPS_PER_SYNC.get(kind, 1)
-    samples = harness.measure(step, reps=reps, warmup=0, sync=sync, inner=inner)
+
+    def timed_sync():
+        t0 = time.perf_counter()
+        sync()
+        phases.setdefault("sync", []).append((time.perf_counter() - t0) / inner)
+
+    phases.clear()  # the timed steps' only
+    samples = harness.measure(step, reps=reps, warmup=0, sync=timed_sync if sync else None,
+                              inner=inner)
     out["step_s"] = samples.samples
+    out["phase_ms"] = {k: Stats(v).median * 1e3 for k, v in phases.items()}
     if tpu:
         d = harness.counter_delta(before, harness.counters())
         steps = reps * inner
@@ -270,7 +292,8 @@ def _record(results, name, impl, kind, r):
     st = Stats(r["step_s"])
     extra = {k: r[k] for k in ("params", "shape", "first_step_compiles", "compiles_per_warmup_step",
                                "compiles_stopped", "fallback_ops_per_step", "mode",
-                               "inductor_counters", "first_step_disk_hits") if k in r}
+                               "inductor_counters", "first_step_disk_hits", "phase_ms")
+             if k in r}
     rec("step_ms", "ms", stats=st.scaled(1e3), **extra)
     rec("first_step_s", "s", value=r["first_step_s"])
     if "first_step_compile_s" in r:
@@ -355,6 +378,8 @@ def run(results, cfg, progress=None):
         # The first round's first step is the cold one; the steps of all
         # rounds are pooled.
         r = dict(rs[0], step_s=[t for x in rs for t in x["step_s"]])
+        r["phase_ms"] = {k: Stats([x["phase_ms"][k] for x in rs]).median
+                         for k in rs[0].get("phase_ms", {})}
         _record(results, name, impl, kind, r)
         for op, n in r.get("fallback_ops_per_step", {}).items():
             fallback_ops.setdefault(op, {}).setdefault(f"{name}-{kind}", {})[impl] = n
