@@ -221,6 +221,42 @@ def test_a_loop_that_reads_nothing_back_keeps_no_old_results(name):
     assert torchtpu.metrics()["compiles"] == compiles
 
 
+def test_fused_cuts_a_loop_that_never_reads_back_at_its_period():
+    # An evaluation loop that keeps its outputs and sums a metric on the
+    # device has no flush point. Fused mode cuts it every few iterations at
+    # the same place of the loop body (not into one graph of thousands of
+    # ops that XLA takes seconds to compile, cut at another place each
+    # time), so a longer run of it compiles nothing new.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+                                torch.nn.Linear(32, 4)).eval()
+    xs = [torch.randn(8, 16) for _ in range(5)]
+
+    def evaluate(device, iterations):
+        m = model.to(device)
+        inputs = [x.to(device) for x in xs]
+        outs, total = [], torch.zeros((), device=device)
+        with torch.no_grad():
+            for i in range(iterations):
+                y = m(inputs[i % 5] * (1 + i / 64))
+                total += y.relu().sum()
+                outs.append(y)
+        return torch.stack(outs).cpu(), total.cpu()
+
+    with torchtpu.mode("fused"):
+        evaluate("tpu", 600)  # compiles the loop's graphs
+        torch.tpu.synchronize()
+        m0 = torchtpu.metrics()
+        got, got_total = evaluate("tpu", 1000)
+        m1 = torchtpu.metrics()
+    want, want_total = evaluate("cpu", 1000)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_total, want_total, rtol=1e-4, atol=1e-3)
+    d = {k: m1[k] - m0[k] for k in ("ops", "flushes", "compiles")}
+    assert d["ops"] / d["flushes"] < 100, d  # graphs of a few iterations
+    assert d["compiles"] <= 2, d  # the new tail (stack and copies) at most
+
+
 @pytest.mark.parametrize("name", ["strict", "fused"])
 def test_failed_op_poisons_only_results_still_held(name):
     with torchtpu.mode(name):

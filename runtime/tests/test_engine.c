@@ -255,3 +255,40 @@ void test_engine_unread_checks(void) {
   tpu_slot_release(sgood);
   tpu_slot_release(sbad);
 }
+
+// Fused mode's loop cuts (loop.c), as the op sequence drives them: a
+// prefix, then a body of 5 ops repeated; the first cut comes at a search
+// (256 ops), then one every 35 ops (7 periods), each graph beginning at the
+// same op of the body; an op out of the period ends it, and so does any
+// other flush.
+void test_engine_loop_cuts(void) {
+  tpu_loop_t l;
+  memset(&l, 0, sizeof l);
+  const int body[5] = {3, 9, 9, 4, -1};
+  int n = 0, op_index = 0, cuts[8], num_cuts = 0, first_ops[8];
+  for (int i = 0; i < 3; ++i) CHECK(!tpu_loop_record(&l, 100 + i, ++n));  // the prefix
+  for (int i = 0; num_cuts < 8; ++i) {
+    if (n == 0) first_ops[num_cuts - 1] = body[op_index % 5];
+    bool cut = tpu_loop_record(&l, body[op_index++ % 5], ++n);
+    if (cut) {
+      cuts[num_cuts++] = n;
+      tpu_loop_flushed(&l);
+      n = 0;
+    }
+    CHECK(i < 2000);
+  }
+  CHECK(cuts[0] == 256);
+  for (int k = 1; k < 8; ++k) CHECK(cuts[k] == 35);
+  for (int k = 1; k < 7; ++k) CHECK(first_ops[k] == first_ops[0]);
+  // An op that breaks the period: no cut at 35.
+  for (int i = 0; i < 10; ++i) CHECK(!tpu_loop_record(&l, body[op_index++ % 5], ++n));
+  CHECK(!tpu_loop_record(&l, 77, ++n));
+  for (int i = 0; i < 40; ++i) CHECK(!tpu_loop_record(&l, body[op_index++ % 5], ++n));
+  // Another flush ends the period too.
+  tpu_loop_flushed(&l);
+  n = 0;
+  CHECK(l.period == 0);
+  // A sequence without a period is never cut.
+  for (int i = 0; i < 1024; ++i) CHECK(!tpu_loop_record(&l, (i * 7919) % 1009, ++n));
+  tpu_loop_free(&l);
+}

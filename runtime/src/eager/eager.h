@@ -80,6 +80,23 @@ typedef struct tpu_mark {
   int num_params, num_written, num_asserts, num_inherited;
 } tpu_mark_t;
 
+// Fused mode's cuts of a loop that records without flush points (loop.c).
+typedef struct tpu_loop {
+  int* ops;  // the op-table rows recorded since the last flush (-1: a copy)
+  int cap;
+  int period;  // > 0: the recorded ops repeat `body`, of this many ops
+  int* body;
+  int cut;     // the graph is cut at this many ops
+  bool armed;  // the coming flush is that cut: the period goes on after it
+} tpu_loop_t;
+
+// Notes the n-th op since the last flush; true when the graph is to be
+// cut now.
+bool tpu_loop_record(tpu_loop_t* l, int op, int n);
+// After any flush: the period goes on only after its own cut.
+void tpu_loop_flushed(tpu_loop_t* l);
+void tpu_loop_free(tpu_loop_t* l);
+
 typedef struct tpu_dev {
   mtx_t lock;  // recursive
   int index;
@@ -90,6 +107,7 @@ typedef struct tpu_dev {
   int last_op;   // and the last (-1: a copy)
   char first_site[256];  // fused mode: where first_op was called from
   tpu_hash_t ops_hash;  // hash of the rows recorded since the last flush
+  tpu_loop_t loop;
   // Graph parameters: the buffer behind each (retained).
   tpu_buffer_t** params;
   int num_params, params_cap;
@@ -169,7 +187,8 @@ void tpu_dev_begin(tpu_dev_t* d, tpu_mark_t* mark);
 void tpu_dev_rollback(tpu_dev_t* d, const tpu_mark_t* mark);
 // Compiles and runs the graph; slots get their new buffers.
 TPU_MUST_USE tpu_status_t tpu_dev_flush(tpu_dev_t* d);
-// Flushes per the mode after an op (strict/debug: now; fused: at the cap).
+// Flushes per the mode after an op (strict/debug: now; fused: at the cap
+// or at a loop's cut).
 TPU_MUST_USE tpu_status_t tpu_dev_after_op(tpu_dev_t* d, int op);
 // Where the op being recorded was called from (the site hook's answer; ""
 // without one).

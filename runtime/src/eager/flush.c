@@ -57,6 +57,7 @@ static void clear_graph(tpu_dev_t* d) {
   d->first_op = -1;
   d->first_site[0] = '\0';
   d->ops_hash = (tpu_hash_t){0, 0};
+  tpu_loop_flushed(&d->loop);
   tpu_graph_reset(d->graph);
   ++d->gen;
 }
@@ -440,7 +441,9 @@ tpu_status_t tpu_dev_after_op(tpu_dev_t* d, int op) {
   d->ops_hash = tpu_hash_u64(d->ops_hash, (uint64_t)(op + 1));
   ++d->num_ops;
   tpu_metric_add(TPU_M_OPS, 1);
-  if (mode == TPU_MODE_FUSED && d->num_ops < tpu_rt()->flush_cap) return TPU_OK;
+  if (mode == TPU_MODE_FUSED && !tpu_loop_record(&d->loop, op, d->num_ops) &&
+      d->num_ops < tpu_rt()->flush_cap)
+    return TPU_OK;
   if (mode != TPU_MODE_DEBUG) return flush(d, false);
   // Debug: wait for the results and raise device-side errors at the op.
   tpu_metric_add(TPU_M_HOST_SYNCS, 1);

@@ -206,6 +206,7 @@ void tpu_runtime_shutdown(void) {
       tpu_free(d->inflight);
       tpu_free(d->inflight_seq);
       tpu_free(d->donated);
+      tpu_loop_free(&d->loop);
       tpu_free(d->undo);
       tpu_dev_drop_checks(d);
       tpu_free(d->inherited);
