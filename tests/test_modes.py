@@ -123,6 +123,34 @@ def test_set_mode_and_env_names():
         torchtpu.set_mode("lazy")
 
 
+def test_mode_block_decorator_and_a_bare_enter():
+    prev = torchtpu.get_mode()
+    other = "debug" if prev != "debug" else "strict"
+    with torchtpu.mode(other) as m:
+        assert torchtpu.get_mode() == other
+        with m:  # the same object entered again restores in order
+            assert torchtpu.get_mode() == other
+        assert torchtpu.get_mode() == other
+    assert torchtpu.get_mode() == prev
+
+    @torchtpu.mode(other)
+    def inside():
+        return torchtpu.get_mode()
+    assert inside() == other and torchtpu.get_mode() == prev
+
+    # A notebook's bare __enter__() stays in effect after the object is
+    # dropped (a generator's context manager restored it when collected).
+    import gc
+    torchtpu.mode(other).__enter__()
+    gc.collect()
+    try:
+        assert torchtpu.get_mode() == other
+    finally:
+        torchtpu.set_mode(prev)
+    with pytest.raises(ValueError, match="unknown mode 'lazy'"):
+        torchtpu.mode("lazy")
+
+
 @pytest.mark.parametrize("name", ["strict", "fused"])
 def test_in_place_updates_reuse_memory(name):
     # Each add_ donates the old buffer to its output: memory stays flat
@@ -139,6 +167,25 @@ def test_in_place_updates_reuse_memory(name):
     assert torch.tpu.memory_allocated() == before
     assert torch.tpu.max_memory_allocated() <= before + x.numel() * 4
     assert torch.equal(x.cpu(), torch.full((1024, 1024), 20.0))
+
+
+@pytest.mark.parametrize("name", ["strict", "fused"])
+def test_reading_a_result_holds_it_once(name):
+    # Fused mode: .cpu() of a tensor recorded but not run yet takes the
+    # buffer the flush gives it (it once recorded a copy too: a second
+    # output of the same value, twice the memory). A slice is still copied.
+    with torchtpu.mode(name):
+        x = torch.randn(256, 1024).tpu()
+        torch.tpu.synchronize()
+        y = x * 2
+        torch.tpu.reset_peak_memory_stats()
+        base = torch.tpu.memory_allocated()
+        host = y.cpu()
+        assert torch.tpu.max_memory_allocated() - base <= y.numel() * 4
+        assert torch.equal(host, x.cpu() * 2)
+        z = x + 1
+        assert torch.equal(z[1:3].cpu(), x.cpu()[1:3] + 1)
+        assert torch.equal(z.cpu(), x.cpu() + 1)
 
 
 def test_fused_optimizer_step_peak_is_what_the_step_holds():

@@ -6,7 +6,7 @@ which must follow the same mode). It starts from ``TORCHTPU_MODE`` (strict
 when unset); ``set_mode`` changes it, ``mode(...)`` changes it for a ``with``
 block.
 """
-import contextlib
+import functools
 
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -30,16 +30,35 @@ def set_mode(name: str) -> None:
     _C._set_mode(name, False)
 
 
-@contextlib.contextmanager
-def mode(name: str):
-    """Runs the block in `name` mode, then restores the previous mode. Work
-    recorded in the block is launched when it ends."""
-    previous = get_mode()
-    set_mode(name)
-    try:
-        yield
-    finally:
-        set_mode(previous)
+class mode:
+    """Runs a block (``with torchtpu.mode("fused"):``) or a function
+    (``@torchtpu.mode("fused")``) in `name` mode, then restores the previous
+    mode; work recorded inside is launched when it ends. A class, as
+    ``torch.no_grad`` is, so that ``torchtpu.mode("fused").__enter__()`` in a
+    notebook stays in effect: a generator's context manager would restore
+    the previous mode as soon as it is garbage-collected."""
+
+    def __init__(self, name: str):
+        if name not in MODES:
+            raise ValueError(f"unknown mode {name!r}: expected one of {MODES}")
+        self.name = name
+        self._previous = []  # a stack: the same object may be entered again
+
+    def __enter__(self):
+        self._previous.append(get_mode())
+        set_mode(self.name)
+        return self
+
+    def __exit__(self, *exc):
+        set_mode(self._previous.pop())
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def run_in_mode(*args, **kwargs):
+            with mode(self.name):
+                return fn(*args, **kwargs)
+        return run_in_mode
 
 
 def _after_optimizer_step(optimizer, args, kwargs):

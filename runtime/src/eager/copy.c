@@ -11,30 +11,34 @@ static tpu_status_t materialize(tpu_dev_t* d, const tpu_view_t* v,
                                 tpu_buffer_t** out) {
   *out = NULL;
   tpu_slot_t* s = v->slot;
-  if (!(tpu_view_is_whole(v) && s->dtype == v->dtype && s->buffer &&
-        s->pending_gen != d->gen)) {
-    int64_t n = tpu_view_numel(v);
-    tpu_slot_t* tmp = NULL;
-    TPU_RETURN_IF_ERROR(tpu_slot_create(d->index, (size_t)n * tpu_dtype_size(v->dtype), &tmp));
-    tpu_mark_t mark;
-    tpu_dev_begin(d, &mark);
-    tpu_view_t whole = tpu_view_contiguous(tmp, v->dtype, &n, 1);
-    int64_t flat_shape = n;
-    tpu_dev_write(d, &whole, tpu_ir_reshape(d->graph, tpu_dev_read(d, v), &flat_shape, 1));
-    tpu_status_t st = tpu_graph_take_error(d->graph);
-    if (st) tpu_dev_rollback(d, &mark);
-    if (!st) st = tpu_dev_flush(d);
-    if (!st) {
-      *out = tmp->buffer;
+  // A whole slot recorded but not run yet (fused mode) gets its buffer from
+  // the flush: a copy recorded into another slot would be a second output
+  // of the same value, computed and held twice.
+  if (tpu_view_is_whole(v) && s->dtype == v->dtype && (s->buffer || s->pending_gen == d->gen)) {
+    TPU_RETURN_IF_ERROR(tpu_dev_flush(d));
+    if (s->buffer) {
+      *out = s->buffer;
       tpu_buffer_retain(*out);
+      return TPU_OK;
     }
-    tpu_slot_release(tmp);
-    return st;
   }
-  TPU_RETURN_IF_ERROR(tpu_dev_flush(d));
-  *out = s->buffer;
-  tpu_buffer_retain(*out);
-  return TPU_OK;
+  int64_t n = tpu_view_numel(v);
+  tpu_slot_t* tmp = NULL;
+  TPU_RETURN_IF_ERROR(tpu_slot_create(d->index, (size_t)n * tpu_dtype_size(v->dtype), &tmp));
+  tpu_mark_t mark;
+  tpu_dev_begin(d, &mark);
+  tpu_view_t whole = tpu_view_contiguous(tmp, v->dtype, &n, 1);
+  int64_t flat_shape = n;
+  tpu_dev_write(d, &whole, tpu_ir_reshape(d->graph, tpu_dev_read(d, v), &flat_shape, 1));
+  tpu_status_t st = tpu_graph_take_error(d->graph);
+  if (st) tpu_dev_rollback(d, &mark);
+  if (!st) st = tpu_dev_flush(d);
+  if (!st) {
+    *out = tmp->buffer;
+    tpu_buffer_retain(*out);
+  }
+  tpu_slot_release(tmp);
+  return st;
 }
 
 // The error that makes the slot's value (materialized) wrong, or TPU_OK.

@@ -690,8 +690,12 @@ static tpu_status_t softmax(tpu_lower_ctx_t* cx, bool is_log) {
   tpu_val_t shifted = tpu_ir_binary(g, TPU_IR_SUB, x, unreduce(cx, m, x, &dim, n));
   tpu_val_t e = tpu_ir_unary(g, TPU_IR_EXP, shifted);
   tpu_val_t s = unreduce(cx, reduce(cx, e, &dim, n, TPU_BODY_ADD), x, &dim, n);
-  tpu_val_t r = is_log ? tpu_ir_binary(g, TPU_IR_SUB, shifted, tpu_ir_unary(g, TPU_IR_LOG, s))
-                       : tpu_ir_binary(g, TPU_IR_DIV, e, s);
+  tpu_val_t r = tpu_ir_binary(g, TPU_IR_SUB, shifted, tpu_ir_unary(g, TPU_IR_LOG, s));
+  // softmax = exp(log_softmax), not e / s: XLA's CPU backend then computes
+  // exp twice (once inside the sum's loop) instead of materializing e for
+  // two users, whose kernel LLVM unrolls into hundreds of KB of code: a
+  // masked softmax compiled in 4 s instead of 0.2 s (docs/modes.md).
+  if (!is_log) r = tpu_ir_unary(g, TPU_IR_EXP, r);
   tpu_lower_out(cx, 0, tpu_ir_convert(g, r, out));
   return TPU_OK;
 }
