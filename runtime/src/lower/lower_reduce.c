@@ -688,13 +688,14 @@ static tpu_status_t softmax(tpu_lower_ctx_t* cx, bool is_log) {
   tpu_val_t x = tpu_lower_input(cx, 0, tpu_opmath(in));
   tpu_val_t m = reduce(cx, x, &dim, n, TPU_BODY_MAX);
   tpu_val_t shifted = tpu_ir_binary(g, TPU_IR_SUB, x, unreduce(cx, m, x, &dim, n));
-  tpu_val_t e = tpu_ir_unary(g, TPU_IR_EXP, shifted);
-  tpu_val_t s = unreduce(cx, reduce(cx, e, &dim, n, TPU_BODY_ADD), x, &dim, n);
+  // softmax = exp(log_softmax), not exp(shifted) / sum: XLA's CPU backend
+  // then computes exp twice (once inside the sum's loop) instead of
+  // materializing it for two users, a kernel LLVM unrolls into hundreds of
+  // KB of code: a masked softmax compiled in 4.2 s, now in 0.5 s
+  // (docs/modes.md).
+  tpu_val_t s = unreduce(cx, reduce(cx, tpu_ir_unary(g, TPU_IR_EXP, shifted), &dim, n, TPU_BODY_ADD),
+                         x, &dim, n);
   tpu_val_t r = tpu_ir_binary(g, TPU_IR_SUB, shifted, tpu_ir_unary(g, TPU_IR_LOG, s));
-  // softmax = exp(log_softmax), not e / s: XLA's CPU backend then computes
-  // exp twice (once inside the sum's loop) instead of materializing e for
-  // two users, whose kernel LLVM unrolls into hundreds of KB of code: a
-  // masked softmax compiled in 4.2 s, now in 0.5 s (docs/modes.md).
   if (!is_log) r = tpu_ir_unary(g, TPU_IR_EXP, r);
   tpu_lower_out(cx, 0, tpu_ir_convert(g, r, out));
   return TPU_OK;
