@@ -165,6 +165,10 @@ tpu_val_t tpu_lower_expand(tpu_lower_ctx_t* cx, tpu_val_t v,
 TPU_MUST_USE tpu_status_t tpu_wrap_dim(int64_t dim, int rank, int64_t* out);
 // A scalar constant of `dtype` splatted to the shape of v.
 tpu_val_t tpu_lower_const_like(tpu_lower_ctx_t* cx, tpu_val_t v, double value);
+// log_softmax of x (already in its compute type) along dim; *max, when not
+// NULL, gets the maximum along dim (lower_reduce.c).
+tpu_val_t tpu_lower_log_softmax_values(tpu_lower_ctx_t* cx, tpu_val_t x, int64_t dim,
+                                       tpu_val_t* max);
 // A 0-d value broadcast to the shape of `like`.
 tpu_val_t tpu_lower_splat_like(tpu_lower_ctx_t* cx, tpu_val_t scalar, tpu_val_t like);
 

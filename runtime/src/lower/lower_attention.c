@@ -276,10 +276,9 @@ tpu_status_t tpu_lower_sdpa_backward(tpu_lower_ctx_t* cx) {
 
 //===--- _safe_softmax, _masked_softmax ---===//
 
-// Softmax of x (rank >= 1, in t) along dim; with `safe`, a slice that is all
-// -inf gives zeros instead of NaN.
-static tpu_val_t softmax_along(tpu_lower_ctx_t* cx, tpu_val_t x, int64_t dim, tpu_dtype_t t,
-                               bool safe) {
+// Softmax of x (rank >= 1, in its compute type) along dim; with `safe`, a
+// slice that is all -inf gives zeros instead of NaN.
+static tpu_val_t softmax_along(tpu_lower_ctx_t* cx, tpu_val_t x, int64_t dim, bool safe) {
   tpu_graph_t* g = cx->g;
   if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
   const tpu_type_t* xt_type = tpu_ir_type(g, x);
@@ -293,13 +292,8 @@ static tpu_val_t softmax_along(tpu_lower_ctx_t* cx, tpu_val_t x, int64_t dim, tp
   perm[k] = dim;
   for (int i = 0; i < rank; ++i) inv[perm[i]] = i;
   tpu_val_t xt = tpu_ir_transpose(g, x, perm);
-  tpu_val_t m = reduce_last(cx, xt, t, TPU_BODY_MAX);
-  tpu_val_t shifted = tpu_ir_binary(g, TPU_IR_SUB, xt, spread_last(cx, m, n));
-  tpu_val_t sum = reduce_last(cx, tpu_ir_unary(g, TPU_IR_EXP, shifted), t, TPU_BODY_ADD);
-  // exp(log_softmax), which XLA compiles in a fraction of the time of
-  // exp / sum (see softmax in lower_reduce.c).
-  tpu_val_t r = tpu_ir_unary(g, TPU_IR_EXP, tpu_ir_binary(g, TPU_IR_SUB, shifted,
-                                                         spread_last(cx, tpu_ir_unary(g, TPU_IR_LOG, sum), n)));
+  tpu_val_t m;  // the maximum along dim
+  tpu_val_t r = tpu_ir_unary(g, TPU_IR_EXP, tpu_lower_log_softmax_values(cx, xt, rank - 1, &m));
   if (safe) {
     tpu_val_t masked = tpu_ir_compare(g, TPU_CMP_EQ, m, tpu_lower_const_like(cx, m, -INFINITY));
     r = tpu_ir_select(g, spread_last(cx, masked, n), tpu_lower_const_like(cx, r, 0.0), r);
@@ -347,7 +341,7 @@ tpu_status_t tpu_lower_masked_softmax(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t = tpu_opmath(in);
   tpu_val_t x = tpu_lower_input(cx, 0, t);
   x = tpu_ir_select(g, mask, tpu_lower_const_like(cx, x, -INFINITY), x);
-  tpu_lower_out(cx, 0, tpu_ir_convert(g, softmax_along(cx, x, dim, t, false), in));
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, softmax_along(cx, x, dim, false), in));
   return TPU_OK;
 }
 
@@ -406,6 +400,6 @@ tpu_status_t tpu_lower_safe_softmax(tpu_lower_ctx_t* cx) {
     tpu_lower_out(cx, 0, tpu_ir_convert(g, tpu_ir_select(g, nan, x, r), out));
     return TPU_OK;
   }
-  tpu_lower_out(cx, 0, tpu_ir_convert(g, softmax_along(cx, x, dim, t, true), out));
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, softmax_along(cx, x, dim, true), out));
   return TPU_OK;
 }

@@ -667,6 +667,26 @@ tpu_status_t tpu_lower_count_nonzero(tpu_lower_ctx_t* cx) {
 
 //===--- softmax ---===//
 
+// log_softmax of x (in its compute type) along dim: shifted - log(sum(exp(
+// shifted))), shifted = x - max. Softmax is exp of it, not exp(shifted) /
+// sum: XLA's CPU backend then computes exp twice (once inside the sum's
+// loop) instead of materializing it for two users, a kernel LLVM unrolls
+// into hundreds of KB of code: a masked softmax compiled in 4.2 s, now in
+// 0.5 s (docs/modes.md). *max, when asked for, gets the maximum.
+tpu_val_t tpu_lower_log_softmax_values(tpu_lower_ctx_t* cx, tpu_val_t x, int64_t dim,
+                                       tpu_val_t* max) {
+  tpu_graph_t* g = cx->g;
+  if (max) *max = TPU_VAL_NONE;
+  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
+  int n = tpu_ir_rank(g, x) > 0 ? 1 : 0;
+  tpu_val_t m = reduce(cx, x, &dim, n, TPU_BODY_MAX);
+  if (max) *max = m;
+  tpu_val_t shifted = tpu_ir_binary(g, TPU_IR_SUB, x, unreduce(cx, m, x, &dim, n));
+  tpu_val_t sum = reduce(cx, tpu_ir_unary(g, TPU_IR_EXP, shifted), &dim, n, TPU_BODY_ADD);
+  return tpu_ir_binary(g, TPU_IR_SUB, shifted,
+                       unreduce(cx, tpu_ir_unary(g, TPU_IR_LOG, sum), x, &dim, n));
+}
+
 // _softmax / _log_softmax(self, dim, half_to_float). half_to_float (which
 // PyTorch's CUDA kernels accept for half input) gives a float result.
 static tpu_status_t softmax(tpu_lower_ctx_t* cx, bool is_log) {
@@ -683,19 +703,9 @@ static tpu_status_t softmax(tpu_lower_ctx_t* cx, bool is_log) {
   int rank = tpu_arg_rank(cx, 0);
   int64_t dim;
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 1, 0), rank, &dim));
-  int n = rank > 0 ? 1 : 0;
   tpu_graph_t* g = cx->g;
   tpu_val_t x = tpu_lower_input(cx, 0, tpu_opmath(in));
-  tpu_val_t m = reduce(cx, x, &dim, n, TPU_BODY_MAX);
-  tpu_val_t shifted = tpu_ir_binary(g, TPU_IR_SUB, x, unreduce(cx, m, x, &dim, n));
-  // softmax = exp(log_softmax), not exp(shifted) / sum: XLA's CPU backend
-  // then computes exp twice (once inside the sum's loop) instead of
-  // materializing it for two users, a kernel LLVM unrolls into hundreds of
-  // KB of code: a masked softmax compiled in 4.2 s, now in 0.5 s
-  // (docs/modes.md).
-  tpu_val_t s = unreduce(cx, reduce(cx, tpu_ir_unary(g, TPU_IR_EXP, shifted), &dim, n, TPU_BODY_ADD),
-                         x, &dim, n);
-  tpu_val_t r = tpu_ir_binary(g, TPU_IR_SUB, shifted, tpu_ir_unary(g, TPU_IR_LOG, s));
+  tpu_val_t r = tpu_lower_log_softmax_values(cx, x, dim, NULL);
   if (!is_log) r = tpu_ir_unary(g, TPU_IR_EXP, r);
   tpu_lower_out(cx, 0, tpu_ir_convert(g, r, out));
   return TPU_OK;
