@@ -162,6 +162,43 @@ def test_models_phases(run_doc):
     assert "| MLP-train | tpu-fused |" in md
 
 
+def test_models_cpu_time_per_thread(run_doc):
+    # The CPU time per step of the thread that runs the steps and of the
+    # others. The host records and launches every op of a tpu step, and
+    # with the CPU plugin XLA's threads run its kernels.
+    doc, _ = run_doc
+    for impl in TPU_IMPLS + ["cpu-eager"]:
+        cpu = _rec(doc, f"models/MLP-train/{impl}/step_ms")["extra"]["cpu_ms"]
+        assert set(cpu) == {"host", "others", "wall"}
+        assert 0 < cpu["host"] <= 1.2 * cpu["wall"] and cpu["others"] >= 0
+        if impl.startswith("tpu-"):
+            assert cpu["others"] > 0
+    md = Path(doc["artifacts"]["markdown"]).read_text()
+    assert "| host thread CPU | other threads CPU | cores busy |" in md
+
+
+def test_thread_cpu_ns_tells_this_thread_from_the_others():
+    import threading
+    import time
+
+    def spin(seconds):
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+
+    mine0, others0 = harness.thread_cpu_ns()
+    spin(0.05)
+    mine1, others1 = harness.thread_cpu_ns()
+    assert mine1 - mine0 >= 40e6  # this thread's 50 ms
+    # another thread spins 50 ms while this one waits for it
+    t = threading.Thread(target=spin, args=(0.05,))
+    t.start()
+    t.join(timeout=10)
+    mine2, others2 = harness.thread_cpu_ns()
+    assert others2 - others1 >= 40e6
+    assert mine2 - mine1 < 40e6
+
+
 def test_coverage_figures(run_doc):
     doc, _ = run_doc
     import torchtpu

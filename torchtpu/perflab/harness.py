@@ -92,6 +92,14 @@ def measure(fn, *, reps, warmup=1, inner=1, sync=None, before=None):
     return Stats([sample() for _ in range(reps)])
 
 
+def thread_cpu_ns():
+    """CPU time so far in ns, as (the calling thread's, all the process's
+    other threads' together, ended ones included). A thread running on
+    another core is counted up to its last scheduler tick."""
+    mine = time.thread_time_ns()
+    return mine, time.process_time_ns() - mine
+
+
 def sample_once(fn, inner=1, sync=None):
     """One timed sample: `inner` calls of fn, then sync(); returns
     (seconds per call including sync, seconds per call before sync)."""

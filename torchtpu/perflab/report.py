@@ -199,25 +199,36 @@ PHASES = ("zero_grad", "forward", "backward", "optimizer", "sync")
 
 def _md_phases(recs, benches, impls):
     """Where a step's time goes: the host's time in each call of the step
-    and in the closing synchronize() (runs from before the phases were
-    measured have none)."""
+    and in the closing synchronize(), and the CPU time of the host's thread
+    and of the others (runs from before these were measured have none)."""
     rows = []
     for b in benches:
         for i in impls:
             r = recs.get(f"models/{b}/{i}/step_ms")
-            ph = r and r["status"] == "ok" and r.get("extra", {}).get("phase_ms")
-            if ph:
-                rows.append([b, i] + [num(ph[p]) if p in ph else "" for p in PHASES]
-                            + [num(sum(ph.values()))])
+            extra = r.get("extra", {}) if r and r["status"] == "ok" else {}
+            ph, cpu = extra.get("phase_ms"), extra.get("cpu_ms")
+            if not (ph or cpu):
+                continue
+            row = [b, i] + [num(ph[p]) if ph and p in ph else "" for p in PHASES]
+            row.append(num(sum(ph.values())) if ph else "")
+            if cpu:
+                row += [num(cpu["host"]), num(cpu["others"]),
+                        num((cpu["host"] + cpu["others"]) / cpu["wall"], 2)]
+            rows.append(row + [""] * (len(PHASES) + 6 - len(row)))
     if not rows:
         return []
     return ["", "### where a step's time goes (ms per step, medians)", ""] + table(
-        ["model", "impl"] + list(PHASES) + ["sum"], rows) + [
+        ["model", "impl"] + list(PHASES) + ["sum", "host thread CPU", "other threads CPU",
+                                            "cores busy"], rows) + [
         "", "The host's time in each call of a timed step, and its wait in the closing "
         "synchronize() (per step: a tenth of it in train-pipelined). On tpu a phase is the "
         "host's time to record and launch its ops and sync the wait for the device (with the "
         "CPU plugin, fused mode's optimizer step also waits for the backward graph whose "
-        "buffers it updates in place); on the CPU each phase includes its kernels."]
+        "buffers it updates in place); on the CPU each phase includes its kernels. "
+        "CPU: the time on a core, per step, of the thread that runs the steps and of all the "
+        "process's other threads (XLA's and PJRT's, PyTorch's OpenMP pool); cores busy: both "
+        "over the wall time of the same steps. With the CPU plugin a tpu step's device work "
+        "is the other threads' CPU time."]
 
 
 def _md_models(doc, recs, rats):

@@ -42,6 +42,10 @@ Per model and kind:
                  forward and loss, backward, optimizer step) and its wait in
                  the closing synchronize(), per step, medians: where a tpu
                  step records and where it waits for the device
+  CPU time       per timed step, of the thread that runs the steps and of
+                 all the process's other threads (XLA's, PyTorch's OpenMP
+                 pool, PJRT's), over the wall time of the same steps: how
+                 many cores a step keeps busy
 """
 import importlib.util
 import json
@@ -200,10 +204,24 @@ def bench_one(name, impl, kind, shape, reps, max_warmup):
         phases.setdefault("sync", []).append((time.perf_counter() - t0) / inner)
 
     phases.clear()  # the timed steps' only
+    cpu0 = []  # read before the first sample, after measure()'s garbage collection
+
+    def start_cpu_clock():
+        if not cpu0:
+            cpu0.append(harness.thread_cpu_ns())
+
     samples = harness.measure(step, reps=reps, warmup=0, sync=timed_sync if sync else None,
-                              inner=inner)
+                              inner=inner, before=start_cpu_clock)
+    cpu1 = harness.thread_cpu_ns()
     out["step_s"] = samples.samples
     out["phase_ms"] = {k: Stats(v).median * 1e3 for k, v in phases.items()}
+    if cpu0:
+        per_step = 1e-6 / (reps * inner)
+        # (max: the kernel accounts a thread that is running on another core
+        # at its next tick, so a figure near 0 can come out a little below)
+        out["cpu_ms"] = {"host": (cpu1[0] - cpu0[0][0]) * per_step,
+                         "others": max(0.0, (cpu1[1] - cpu0[0][1]) * per_step),
+                         "wall": sum(samples.samples) / reps * 1e3}
     if tpu:
         d = harness.counter_delta(before, harness.counters())
         steps = reps * inner
@@ -292,7 +310,7 @@ def _record(results, name, impl, kind, r):
     st = Stats(r["step_s"])
     extra = {k: r[k] for k in ("params", "shape", "first_step_compiles", "compiles_per_warmup_step",
                                "compiles_stopped", "fallback_ops_per_step", "mode",
-                               "inductor_counters", "first_step_disk_hits", "phase_ms")
+                               "inductor_counters", "first_step_disk_hits", "phase_ms", "cpu_ms")
              if k in r}
     rec("step_ms", "ms", stats=st.scaled(1e3), **extra)
     rec("first_step_s", "s", value=r["first_step_s"])
@@ -378,8 +396,11 @@ def run(results, cfg, progress=None):
         # The first round's first step is the cold one; the steps of all
         # rounds are pooled.
         r = dict(rs[0], step_s=[t for x in rs for t in x["step_s"]])
-        r["phase_ms"] = {k: Stats([x["phase_ms"][k] for x in rs]).median
-                         for k in rs[0].get("phase_ms", {})}
+        for key in ("phase_ms", "cpu_ms"):
+            if all(key in x for x in rs):
+                r[key] = {k: Stats([x[key][k] for x in rs]).median for k in rs[0][key]}
+            else:
+                r.pop(key, None)
         _record(results, name, impl, kind, r)
         for op, n in r.get("fallback_ops_per_step", {}).items():
             fallback_ops.setdefault(op, {}).setdefault(f"{name}-{kind}", {})[impl] = n
