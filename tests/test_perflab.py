@@ -177,6 +177,50 @@ def test_models_cpu_time_per_thread(run_doc):
     assert "| host thread CPU | other threads CPU | cores busy |" in md
 
 
+def test_models_paired_ratios(run_doc):
+    # The implementations that share a process also run in turn, in blocks
+    # of steps; each round's ratio divides the two blocks of that round.
+    doc, _ = run_doc
+    blocks = doc["suites"]["models"]["config"]["paired"]["blocks"]
+    for kind in ("forward", "train", "train-pipelined"):
+        for a, b in (("tpu-fused", "tpu-strict"), ("tpu-fused", "cpu-eager"),
+                     ("tpu-strict", "cpu-eager")):
+            r = _rec(doc, f"models/MLP-{kind}/{a}/{b}/paired_ratio")
+            ms = r["extra"]["block_ms"]
+            assert len(ms[a]) == len(ms[b]) == blocks and min(ms[a] + ms[b]) > 0
+            assert r["stats"]["samples"] == pytest.approx([x / y for x, y in zip(ms[a], ms[b])])
+    md = Path(doc["artifacts"]["markdown"]).read_text()
+    assert "### paired ratios" in md and "| model | tpu-fused/tpu-strict |" in md
+
+
+def test_paired_ratios_keep_a_failed_side(monkeypatch):
+    # An implementation that fails fails its ratios, with its error; the
+    # others are still measured, and the process's mode is restored.
+    import torchtpu
+
+    from torchtpu.perflab import suite_models
+
+    real = suite_models._block_sampler
+
+    def no_cpu(name, impl, *args):
+        if impl == "cpu-eager":
+            raise RuntimeError("no CPU today")
+        return real(name, impl, *args)
+
+    monkeypatch.setattr(suite_models, "_block_sampler", no_cpu)
+    impls = ["tpu-strict", "tpu-fused", "cpu-eager"]
+    mode = torchtpu.get_mode()
+    r = suite_models.bench_paired("MLP", "train", impls, {"batch": 8}, 2, 2, 4)
+    assert torchtpu.get_mode() == mode
+    results = harness.Results()
+    suite_models._record_paired(results, "MLP", "train", impls, r)
+    ok = results.records["models/MLP-train/tpu-fused/tpu-strict/paired_ratio"]
+    assert ok["status"] == "ok" and ok["stats"]["n"] == 2 and ok["value"] > 0
+    for a in ("tpu-fused", "tpu-strict"):
+        bad = results.records[f"models/MLP-train/{a}/cpu-eager/paired_ratio"]
+        assert bad["status"] == "error" and "no CPU today" in bad["error"]
+
+
 def test_thread_cpu_ns_tells_this_thread_from_the_others():
     import threading
     import time

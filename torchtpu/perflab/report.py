@@ -8,6 +8,8 @@ from torchtpu.perflab.suite_ops import BENCHES
 MODEL_IMPLS = ("tpu-strict", "tpu-fused", "tpu-debug", "cpu-eager", "cpu-inductor", "cuda-eager",
                "jax")
 MODEL_KINDS = ("forward", "train", "train-pipelined")
+PAIRED_RATIOS = ("tpu-fused/tpu-strict", "tpu-fused/cpu-eager", "tpu-strict/cpu-eager",
+                 "tpu-fused/cuda-eager", "tpu-strict/cuda-eager")
 
 
 def _model_kinds(doc):
@@ -255,8 +257,9 @@ def _md_models(doc, recs, rats):
     out += table(header, rows)
     out += ["", "Ratios < 1: the first is faster. forward and train: each step ends with "
             "torch.tpu.synchronize(); train-pipelined: ten steps per synchronize(), time per "
-            "step (the host records a step while the device runs the one before).",
-            "", "### tpu details and compile times", ""]
+            "step (the host records a step while the device runs the one before)."]
+    out += _md_paired(recs, benches, c.get("paired") or {})
+    out += ["", "### tpu details and compile times", ""]
     rows = []
     for b in benches:
         for i in impls:
@@ -307,6 +310,33 @@ def _md_models(doc, recs, rats):
             rows.append(row)
         out += table(["operator"] + cols, rows)
     return out
+
+
+def _md_paired(recs, benches, cfg):
+    pairs = [p for p in PAIRED_RATIOS if any(f"models/{b}/{p}/paired_ratio" in recs
+                                             for b in benches)]
+    if not pairs:
+        return []
+    rows = []
+    for b in benches:
+        row = [b]
+        for p in pairs:
+            r = recs.get(f"models/{b}/{p}/paired_ratio")
+            if r is None:
+                row.append("n/a")
+            elif r["status"] != "ok":
+                row.append(r["status"])
+            else:
+                st = r["stats"]
+                row.append(f"{st['median']:.2f} ({st['q1']:.2f}–{st['q3']:.2f})")
+        rows.append(row)
+    return ["", f"### paired ratios (one process, {cfg.get('blocks')} blocks of "
+            f"{cfg.get('block_steps')} steps each, in turn)", "",
+            "Every implementation's model in one worker process, timed in blocks taken in "
+            "turn (rotating order); per round, the first's time per step over the second's. "
+            "Median (quartiles) over the rounds: a change of the machine's load falls on both "
+            "sides of a ratio, which the ratios of the table above, from separate processes, "
+            "do not ensure.", ""] + table(["model"] + pairs, rows)
 
 
 def _md_coverage(doc, recs, rats):

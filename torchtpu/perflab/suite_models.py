@@ -46,6 +46,10 @@ Per model and kind:
                  all the process's other threads (XLA's, PyTorch's OpenMP
                  pool, PJRT's), over the wall time of the same steps: how
                  many cores a step keeps busy
+  paired ratios  tpu-strict, tpu-fused, cpu-eager and cuda-eager (those
+                 measured) once more in one process, in blocks of steps
+                 taken in turn: per round, one's time per step over the
+                 other's, so that a change of load falls on both sides
 """
 import importlib.util
 import json
@@ -246,10 +250,82 @@ def bench_one(name, impl, kind, shape, reps, max_warmup):
     return out
 
 
+# Paired measurement: the implementations that can share one process, and
+# the ratios taken from their alternating blocks (first over second).
+PAIRED_IMPLS = ("tpu-strict", "tpu-fused", "cpu-eager", "cuda-eager")
+PAIRS = (("tpu-fused", "tpu-strict"), ("tpu-fused", "cpu-eager"), ("tpu-strict", "cpu-eager"),
+         ("tpu-fused", "cuda-eager"), ("tpu-strict", "cuda-eager"))
+
+
+def _block_sampler(name, impl, kind, shape, block_steps, max_warmup):
+    """Builds `impl`'s model and step and warms it up; returns a function
+    that runs one block of `block_steps` steps (with `kind`'s syncs) and
+    returns seconds per step."""
+    import torch
+
+    import torchtpu
+
+    device = _device(impl)
+    mode = impl.split("-", 1)[1] if device == "tpu" else None
+    sync = {"tpu": harness.tpu_sync, "cuda": torch.cuda.synchronize}.get(device)
+    if mode:  # the mode is process-wide: each block sets its own
+        torchtpu.set_mode(mode)
+    model, inputs, loss_fn = build(name, shape, device)
+    step = _step_fn(kind, model, model, inputs, loss_fn, {})
+    inner = STEPS_PER_SYNC.get(kind, 1)
+
+    def steps():  # `inner` steps, then a sync
+        for _ in range(inner):
+            step()
+        if sync:
+            sync()
+
+    def block():
+        if mode:
+            torchtpu.set_mode(mode)
+        return harness.sample_once(steps, inner=max(1, block_steps // inner))[0] / inner
+
+    # Warmup: until a step neither compiled nor loaded a program (tpu), or
+    # three steps.
+    for _ in range(max_warmup if mode else 3):
+        before = harness.counters() if mode else None
+        steps()
+        if mode and harness.counter_delta(before, harness.counters())["cache_misses"] == 0:
+            break
+    return block
+
+
+def bench_paired(name, kind, impls, shape, blocks, block_steps, max_warmup):
+    """Times `impls` on one model and kind in this process, in alternating
+    blocks of steps (harness.interleave, rotating order), so that a change
+    of the machine's load falls on a round's blocks alike. Returns
+    {"step_s": {impl: seconds per step of each block}, "errors": {impl: text}}."""
+    import torchtpu
+
+    previous = torchtpu.get_mode()
+    samplers, errors = {}, {}
+    try:
+        for impl in impls:
+            try:
+                samplers[impl] = _block_sampler(name, impl, kind, shape, block_steps,
+                                                max_warmup)
+            except Exception as e:
+                errors[impl] = e
+        times = harness.interleave(samplers, blocks, errors)
+    finally:
+        try:  # drop work a failed step left recorded
+            harness.tpu_sync()
+        except Exception:
+            pass
+        torchtpu.set_mode(previous)
+    return {"step_s": times, "errors": {k: harness.error_text(v) for k, v in errors.items()}}
+
+
 def worker(job):
-    """Runs every kind of one (model, impl); one result (or error) per kind.
-    With `path`, the document is rewritten after each kind, so a crash
-    still leaves the kinds finished before it."""
+    """Runs every kind of one (model, impl), or of one model and several
+    `impls` paired (bench_paired); one result (or error) per kind. With
+    `path`, the document is rewritten after each kind, so a crash still
+    leaves the kinds finished before it."""
     import torch
 
     import torchtpu
@@ -260,17 +336,24 @@ def worker(job):
         torch.set_num_threads(job["threads"])
     doc = {"kinds": {}, "load_average": [harness.load_average()],
            "torch_threads": torch.get_num_threads()}
+    paired = "impls" in job
+    tpu = paired or job["impl"].startswith("tpu-")
     previous = torchtpu.get_mode()
-    if job["impl"].startswith("tpu-"):
+    if not paired and tpu:
         torchtpu.set_mode(job["impl"].split("-", 1)[1])
     try:
         for kind in job["kinds"]:
             try:
-                doc["kinds"][kind] = bench_one(job["model"], job["impl"], kind, job["shape"],
-                                               job["reps"], job["max_warmup"])
+                if paired:
+                    doc["kinds"][kind] = bench_paired(job["model"], kind, job["impls"],
+                                                      job["shape"], job["blocks"],
+                                                      job["block_steps"], job["max_warmup"])
+                else:
+                    doc["kinds"][kind] = bench_one(job["model"], job["impl"], kind,
+                                                   job["shape"], job["reps"], job["max_warmup"])
             except Exception as e:
                 doc["kinds"][kind] = {"error": harness.error_text(e)}
-                if job["impl"].startswith("tpu-"):
+                if tpu:
                     try:  # drop work a failed step left recorded
                         torch.tpu.synchronize()
                     except Exception:
@@ -299,9 +382,10 @@ def _run_worker(job, cfg):
     if not cfg.isolate:
         return worker(job), None
     args = ["-m", "torchtpu.perflab.suite_models", "--worker", json.dumps(job)]
-    return harness.run_python(args, timeout=cfg.timeout,
-                              env=_child_env(f"{job['model']}-{'-'.join(job['kinds'])}-"
-                                             f"{job['impl']}"))
+    # A model's paired workers share a compile cache: they time no first step.
+    label = (f"{job['model']}-paired" if "impls" in job
+             else f"{job['model']}-{'-'.join(job['kinds'])}-{job['impl']}")
+    return harness.run_python(args, timeout=cfg.timeout, env=_child_env(label))
 
 
 def _record(results, name, impl, kind, r):
@@ -333,6 +417,24 @@ def _record(results, name, impl, kind, r):
         rec("compile_s", "s", value=r["compile_s"])
 
 
+def _record_paired(results, name, kind, impls, r):
+    """The paired ratios of one model and kind: per round, the first
+    implementation's seconds per step over the second's, in the blocks
+    they ran one after the other."""
+    bench = f"{name}-{kind}"
+    times, errors = r.get("step_s", {}), r.get("errors", {})
+    for a, b in PAIRS:
+        if a not in impls or b not in impls:
+            continue
+        if a in times and b in times:
+            ratios = [x / y for x, y in zip(times[a], times[b])]
+            results.record(SUITE, bench, f"{a}/{b}", "paired_ratio", "x", stats=Stats(ratios),
+                           block_ms={i: [t * 1e3 for t in times[i]] for i in (a, b)})
+        else:
+            why = r.get("error") or "; ".join(f"{i}: {errors[i]}" for i in (a, b) if i in errors)
+            results.failed(SUITE, bench, f"{a}/{b}", "paired_ratio", "x", why or "no result")
+
+
 def _jax_mlp(results, cfg, shape, reps, warmup):
     peer = str(Path(__file__).with_name("peer_jax.py"))
     job = {"mlp": {"batch": shape["batch"], "dim_in": 64, "hidden": 128, "classes": 10,
@@ -361,11 +463,18 @@ def run(results, cfg, progress=None):
     jax_wanted = (cfg.peers and "MLP" in models and (cfg.impls is None or "jax" in cfg.impls)
                   and importlib.util.find_spec("jax") is not None)
     rounds = cfg.pick(3, 1, 1)
+    paired = [i for i in PAIRED_IMPLS if i in impls]
+    if not any(a in paired and b in paired for a, b in PAIRS):
+        paired = []
+    blocks, block_steps = reps, cfg.pick(10, 5, 2)
     bar = progress or harness.Progress(SUITE, rounds * len(models) * len(impls) * len(KINDS)
+                                       + (len(models) * len(KINDS) if paired else 0)
                                        + int(jax_wanted))
     results.suites[SUITE] = {"config": {"shapes": {m: sh[m] for m in models}, "reps": reps,
                                         "max_warmup": max_warmup, "impls": impls,
                                         "isolated": cfg.isolate, "optimizer": "AdamW(lr=1e-3)",
+                                        "paired": {"impls": paired, "blocks": blocks,
+                                                   "block_steps": block_steps},
                                         "dtype": "float32", "rounds": rounds,
                                         "torch_threads": cfg.model_threads() or "default"}}
     fallback_ops = {}
@@ -404,6 +513,19 @@ def run(results, cfg, progress=None):
         _record(results, name, impl, kind, r)
         for op, n in r.get("fallback_ops_per_step", {}).items():
             fallback_ops.setdefault(op, {}).setdefault(f"{name}-{kind}", {})[impl] = n
+    for name in models if paired else []:
+        for kind in KINDS:
+            label = f"{name}-{kind} paired ({', '.join(paired)})"
+            bar.now(label)
+            job = {"model": name, "impls": paired, "kinds": [kind], "shape": sh[name],
+                   "blocks": blocks, "block_steps": block_steps, "max_warmup": max_warmup,
+                   "threads": cfg.model_threads()}
+            t0 = time.perf_counter()
+            doc, err = _run_worker(job, cfg)
+            loads += [v for v in (doc or {}).get("load_average", []) if v is not None]
+            r = (doc or {}).get("kinds", {}).get(kind) or {"error": err or "no result"}
+            _record_paired(results, name, kind, paired, r)
+            bar.step(f"{label} ({time.perf_counter() - t0:.0f} s)")
     if jax_wanted:
         bar.now("MLP jax (separate process)")
         _jax_mlp(results, cfg, sh["MLP"], reps, 3)
