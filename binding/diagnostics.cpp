@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -29,9 +30,9 @@ std::mutex lock;
 std::map<std::string, Site> sites;
 std::atomic<int64_t> step{0};  // optimizer steps taken (see _modes.py)
 
-bool internal_file(const std::string& f) {
-  return f.find("/torch/") != std::string::npos || f.find("/torchtpu/") != std::string::npos ||
-         f.rfind("<frozen", 0) == 0;
+bool internal_file(const char* f) {
+  return std::strstr(f, "/torch/") || std::strstr(f, "/torchtpu/") ||
+         std::strncmp(f, "<frozen", 7) == 0;
 }
 
 // The innermost frame outside torch and torchtpu: "file:line in function".
@@ -46,10 +47,11 @@ std::string user_frame() {
   while (f) {
     PyCodeObject* code = PyFrame_GetCode(f);
     const char* file = PyUnicode_AsUTF8(code->co_filename);
-    std::string fname = file ? file : "?";
-    if (!internal_file(fname)) {
+    if (!file) file = "?";
+    if (!internal_file(file)) {
       const char* func = PyUnicode_AsUTF8(code->co_name);
-      where = fname + ":" + std::to_string(PyFrame_GetLineNumber(f)) + " in " + (func ? func : "?");
+      where = std::string(file) + ":" + std::to_string(PyFrame_GetLineNumber(f)) + " in " +
+              (func ? func : "?");
       Py_DECREF(code);
       Py_DECREF(f);
       break;

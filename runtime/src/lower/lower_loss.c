@@ -137,9 +137,7 @@ static tpu_status_t nll_check_shapes(tpu_lower_ctx_t* cx, int self_arg, int targ
                                      int weight_arg, bool is2d) {
   int sr = tpu_arg_rank(cx, self_arg), tr = tpu_arg_rank(cx, target_arg);
   const int64_t *s = tpu_arg_sizes(cx, self_arg), *t = tpu_arg_sizes(cx, target_arg);
-  char a[128], b[128];
-  shape_str(s, sr, a, sizeof a);
-  shape_str(t, tr, b, sizeof b);
+  char a[128], b[128];  // the shapes, for messages (formatted on failure only)
   bool has_w = tpu_arg_present(cx, weight_arg);
   int64_t wn = 1;
   for (int i = 0; has_w && i < tpu_arg_rank(cx, weight_arg); ++i) wn *= tpu_arg_sizes(cx, weight_arg)[i];
@@ -155,9 +153,12 @@ static tpu_status_t nll_check_shapes(tpu_lower_ctx_t* cx, int self_arg, int targ
     if (has_w && wn != s[1])
       return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                              "weight tensor should be defined either for all or no classes");
-    if (s[0] != t[0] || s[2] != t[1] || s[3] != t[2])
+    if (s[0] != t[0] || s[2] != t[1] || s[3] != t[2]) {
+      shape_str(s, sr, a, sizeof a);
+      shape_str(t, tr, b, sizeof b);
       return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                              "size mismatch (got input: %s , target: %s", a, b);
+    }
     return TPU_OK;
   }
   if (sr < 1 || sr > 2)
@@ -166,9 +167,12 @@ static tpu_status_t nll_check_shapes(tpu_lower_ctx_t* cx, int self_arg, int targ
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "0D or 1D target tensor expected, multi-target not supported");
   bool no_batch = sr == 1 && tr == 0;
-  if (!no_batch && (tr == 0 || s[0] != t[0]))
+  if (!no_batch && (tr == 0 || s[0] != t[0])) {
+    shape_str(s, sr, a, sizeof a);
+    shape_str(t, tr, b, sizeof b);
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "size mismatch (got input: %s, target: %s)",
                            a, b);
+  }
   int64_t classes = s[sr - 1];
   if (has_w && (tpu_arg_rank(cx, weight_arg) != 1 || wn != classes)) {
     shape_str(tpu_arg_sizes(cx, weight_arg), tpu_arg_rank(cx, weight_arg), b, sizeof b);

@@ -47,22 +47,22 @@ tpu_status_t tpu_lower_mm(tpu_lower_ctx_t* cx) {
 static tpu_status_t check_expand(tpu_lower_ctx_t* cx, int arg, const int64_t* dims, int rank) {
   int r = tpu_arg_rank(cx, arg);
   const int64_t* s = tpu_arg_sizes(cx, arg);
+  int bad = r > rank ? -1 : r;  // -1: too many dims; else the first dim that does not expand
+  for (int i = 0; bad == r && i < r; ++i)
+    if (s[i] != 1 && s[i] != dims[rank - r + i]) bad = i;
+  if (bad == r) return TPU_OK;
   char a[256], b[256];
   tpu_dims_str(s, r, ", ", a, sizeof a);
   tpu_dims_str(dims, rank, ", ", b, sizeof b);
-  if (r > rank)
+  if (bad < 0)
     return tpu_invalid("expand(torch.%sTensor{[%s]}, size=[%s]): the number of sizes provided "
                        "(%d) must be greater or equal to the number of dimensions in the "
                        "tensor (%d)", tpu_dtype_torch_name(tpu_arg_value_dtype(cx, arg)), a, b,
                        rank, r);
-  for (int i = 0; i < r; ++i) {
-    int j = rank - r + i;
-    if (s[i] != 1 && s[i] != dims[j])
-      return tpu_invalid("The expanded size of the tensor (%lld) must match the existing size "
-                         "(%lld) at non-singleton dimension %d.  Target sizes: [%s].  Tensor "
-                         "sizes: [%s]", (long long)dims[j], (long long)s[i], j, b, a);
-  }
-  return TPU_OK;
+  int j = rank - r + bad;
+  return tpu_invalid("The expanded size of the tensor (%lld) must match the existing size "
+                     "(%lld) at non-singleton dimension %d.  Target sizes: [%s].  Tensor "
+                     "sizes: [%s]", (long long)dims[j], (long long)s[bad], j, b, a);
 }
 
 static tpu_status_t not_for_bool(tpu_dtype_t t, const char* kernel) {

@@ -96,11 +96,10 @@ static tpu_status_t check_layer_norm(tpu_lower_ctx_t* cx, int x, int ns, const i
   int nn = tpu_arg_ints(cx, ns, &shape);
   int rank = tpu_arg_rank(cx, x);
   const int64_t* xs = tpu_arg_sizes(cx, x);
-  char a[128], b[128];
-  tpu_dims_str(shape, nn, ", ", a, sizeof a);
+  char a[128], b[128];  // for messages (formatted on failure only)
   if (nn < 1)
     return tpu_invalid("Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
-                       "least one element, but got normalized_shape = [%s]", a);
+                       "least one element, but got normalized_shape = []");
   static const char* const names[2] = {"weight", "bias"};
   for (int k = 0; k < np; ++k) {
     if (!tpu_arg_is_tensor(cx, params[k])) continue;
@@ -109,6 +108,7 @@ static tpu_status_t check_layer_norm(tpu_lower_ctx_t* cx, int x, int ns, const i
     bool same = r == nn;
     for (int i = 0; same && i < nn; ++i) same = ps[i] == shape[i];
     if (!same) {
+      tpu_dims_str(shape, nn, ", ", a, sizeof a);
       tpu_dims_str(ps, r, ", ", b, sizeof b);
       return tpu_invalid("Expected %s to be of same shape as normalized_shape, but got %s of shape "
                          "[%s] and normalized_shape = [%s]", names[k], names[k], b, a);
@@ -122,6 +122,7 @@ static tpu_status_t check_layer_norm(tpu_lower_ctx_t* cx, int x, int ns, const i
     for (int i = 0; i < nn && m < sizeof s; ++i)
       m += (size_t)snprintf(s + m, sizeof s - m, ", %lld", (long long)shape[i]);
     if (m < sizeof s) snprintf(s + m, sizeof s - m, "]");
+    tpu_dims_str(shape, nn, ", ", a, sizeof a);
     tpu_dims_str(xs, rank, ", ", b, sizeof b);
     return tpu_invalid("Given normalized_shape=[%s], expected input with shape %s, but got input of "
                        "size[%s]", a, s, b);

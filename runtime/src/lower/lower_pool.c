@@ -485,15 +485,18 @@ static tpu_status_t read_adaptive(tpu_lower_ctx_t* cx, int x, int size_arg, int 
                                   const char* name, bool is_max, int64_t* out) {
   int rank = tpu_arg_rank(cx, x);
   const int64_t* xs = tpu_arg_sizes(cx, x);
-  char a[128];
-  tpu_dims_str(xs, rank, ", ", a, sizeof a);
-  if (rank != n + 1 && rank != n + 2)
+  char a[128];  // the input's sizes, for messages (formatted on failure only)
+  if (rank != n + 1 && rank != n + 2) {
+    tpu_dims_str(xs, rank, ", ", a, sizeof a);
     return tpu_invalid("%s(): Expected %dD or %dD tensor, but got%s [%s]", name, n + 1, n + 2,
                        is_max ? ":" : "", a);
+  }
   for (int i = 1; i < rank; ++i)
-    if (xs[i] == 0)
+    if (xs[i] == 0) {
+      tpu_dims_str(xs, rank, ", ", a, sizeof a);
       return tpu_invalid("%s(): Expected input to have non-zero size for non-batch dimensions, "
                          "but input has sizes [%s] with dimension %d being empty", name, a, i);
+    }
   if (size_arg < 0) return TPU_OK;
   const int64_t* v;
   int c = tpu_arg_ints(cx, size_arg, &v);
