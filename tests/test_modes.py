@@ -76,6 +76,53 @@ def test_writing_a_view_of_a_clone_with_values_read_from_its_source(name, progra
     assert torch.equal(got, program(b.clone()))
 
 
+def train_a_little(device, seed):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(8, 8, generator=g).to(device).requires_grad_()
+    x = torch.randn(16, 8, generator=g).to(device)
+    opt = torch.optim.SGD([w], lr=0.1)
+    losses = []
+    for _ in range(8):
+        opt.zero_grad()
+        h = x @ w
+        h[:, ::2].mul_(0.5)  # in place through a view
+        loss = h.tanh().pow(2).mean()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    return w.detach().cpu(), torch.stack(losses).cpu()
+
+
+@pytest.mark.parametrize("name", ["debug", "strict", "fused"])
+def test_threads_that_use_the_device_at_once_get_their_own_results(name):
+    # Two models trained side by side on Python threads: their ops land in
+    # the device's one pending graph in whatever order the threads run, and
+    # each thread's flush points (its backward's end, its optimizer step)
+    # launch the other's recorded work too.
+    import threading
+
+    seeds = [1, 2, 3, 4]
+    want = {s: train_a_little("cpu", s) for s in seeds}
+    got, errors = {}, []
+
+    def run(seed):
+        try:
+            got[seed] = train_a_little("tpu", seed)
+        except Exception as e:  # surfaced below, not lost in the thread
+            errors.append(e)
+
+    with torchtpu.mode(name):
+        threads = [threading.Thread(target=run, args=(s,)) for s in seeds]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    for s in seeds:
+        for a, b in zip(got[s], want[s]):
+            assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_fused_runs_one_execution():
     x0 = torch.randn(64)
     x = x0.tpu()
