@@ -3,13 +3,13 @@ of changes between two runs (--compare)."""
 import json
 from pathlib import Path
 
+from torchtpu.perflab.suite_models import PAIRS
 from torchtpu.perflab.suite_ops import BENCHES
 
 MODEL_IMPLS = ("tpu-strict", "tpu-fused", "tpu-debug", "cpu-eager", "cpu-inductor", "cuda-eager",
                "jax")
 MODEL_KINDS = ("forward", "train", "train-pipelined")
-PAIRED_RATIOS = ("tpu-fused/tpu-strict", "tpu-fused/cpu-eager", "tpu-strict/cpu-eager",
-                 "tpu-fused/cuda-eager", "tpu-strict/cuda-eager")
+PAIRED_RATIOS = tuple(f"{a}/{b}" for a, b in PAIRS)
 
 
 def _model_kinds(doc):
