@@ -252,9 +252,9 @@ def bench_one(name, impl, kind, shape, reps, max_warmup):
 
 # Paired measurement: the implementations that can share one process, and
 # the ratios taken from their alternating blocks (first over second).
-PAIRED_IMPLS = ("tpu-strict", "tpu-fused", "cpu-eager", "cuda-eager")
 PAIRS = (("tpu-fused", "tpu-strict"), ("tpu-fused", "cpu-eager"), ("tpu-strict", "cpu-eager"),
          ("tpu-fused", "cuda-eager"), ("tpu-strict", "cuda-eager"))
+PAIRED_IMPLS = tuple(dict.fromkeys(i for pair in PAIRS for i in pair))
 
 
 def _block_sampler(name, impl, kind, shape, block_steps, max_warmup):
@@ -479,24 +479,29 @@ def run(results, cfg, progress=None):
                                         "torch_threads": cfg.model_threads() or "default"}}
     fallback_ops = {}
     loads = results.suites[SUITE]["load_average"] = []
+
+    def run_job(label, job):
+        """One worker job of one kind: its result, or {"error": why}."""
+        bar.now(label)
+        t0 = time.perf_counter()
+        doc, err = _run_worker(job, cfg)
+        loads.extend(v for v in (doc or {}).get("load_average", []) if v is not None)
+        r = (doc or {}).get("kinds", {}).get(job["kinds"][0])
+        bar.step(f"{label} ({time.perf_counter() - t0:.0f} s)")
+        if r is None or "error" in r:
+            return {"error": (r or {}).get("error") or err or "no result"}
+        return r
+
     runs = {}  # (model, impl, kind) -> the result of each round
     for rnd in range(rounds):
         for name in models:
             for impl in impls:
                 for kind in KINDS:
                     label = f"{name}-{kind} {impl}" + (f" (round {rnd + 1})" if rounds > 1 else "")
-                    bar.now(label)
                     job = {"model": name, "impl": impl, "kinds": [kind], "shape": sh[name],
                            "reps": reps, "max_warmup": max_warmup,
                            "threads": cfg.model_threads()}
-                    t0 = time.perf_counter()
-                    doc, err = _run_worker(job, cfg)
-                    loads += [v for v in (doc or {}).get("load_average", []) if v is not None]
-                    r = (doc or {}).get("kinds", {}).get(kind)
-                    if r is None or "error" in r:
-                        r = {"error": (r or {}).get("error") or err or "no result"}
-                    runs.setdefault((name, impl, kind), []).append(r)
-                    bar.step(f"{label} ({time.perf_counter() - t0:.0f} s)")
+                    runs.setdefault((name, impl, kind), []).append(run_job(label, job))
     for (name, impl, kind), rs in runs.items():
         failed = [r["error"] for r in rs if "error" in r]
         if failed:  # a round that failed is not hidden by the others
@@ -515,17 +520,11 @@ def run(results, cfg, progress=None):
             fallback_ops.setdefault(op, {}).setdefault(f"{name}-{kind}", {})[impl] = n
     for name in models if paired else []:
         for kind in KINDS:
-            label = f"{name}-{kind} paired ({', '.join(paired)})"
-            bar.now(label)
             job = {"model": name, "impls": paired, "kinds": [kind], "shape": sh[name],
                    "blocks": blocks, "block_steps": block_steps, "max_warmup": max_warmup,
                    "threads": cfg.model_threads()}
-            t0 = time.perf_counter()
-            doc, err = _run_worker(job, cfg)
-            loads += [v for v in (doc or {}).get("load_average", []) if v is not None]
-            r = (doc or {}).get("kinds", {}).get(kind) or {"error": err or "no result"}
+            r = run_job(f"{name}-{kind} paired ({', '.join(paired)})", job)
             _record_paired(results, name, kind, paired, r)
-            bar.step(f"{label} ({time.perf_counter() - t0:.0f} s)")
     if jax_wanted:
         bar.now("MLP jax (separate process)")
         _jax_mlp(results, cfg, sh["MLP"], reps, 3)
