@@ -4,7 +4,6 @@
 #include <Python.h>
 #include <frameobject.h>
 
-#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -28,7 +27,6 @@ struct Site {
 
 std::mutex lock;
 std::map<std::string, Site> sites;
-std::atomic<int64_t> step{0};  // optimizer steps taken (see _modes.py)
 
 bool internal_file(const char* f) {
   return std::strstr(f, "/torch/") || std::strstr(f, "/torchtpu/") ||
@@ -82,7 +80,7 @@ void on_compile(void*, const tpu_compile_event_t* e) {
     ++s.reasons["a constant or attribute changed (sizes, dims, values)"];
   }
   ++s.compiles;
-  s.steps.insert(step.load(std::memory_order_relaxed));
+  s.steps.insert(e->step);
   s.ops = e->ops_hash;
   s.inputs = e->inputs_hash;
 }
@@ -108,13 +106,13 @@ std::vector<CompileSite> compile_sites() {
   return out;
 }
 
-void mark_step() { step.fetch_add(1, std::memory_order_relaxed); }
-int64_t steps_taken() { return step.load(std::memory_order_relaxed); }
+void mark_step() { tpu_step_mark(); }
+int64_t steps_taken() { return tpu_steps_taken(); }
 
 void reset_compile_sites() {
   std::lock_guard<std::mutex> g(lock);
   sites.clear();
-  step.store(0, std::memory_order_relaxed);  // a new loop may not train
+  tpu_steps_reset();  // a new loop may not train
 }
 
 }  // namespace torchtpu

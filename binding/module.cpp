@@ -25,7 +25,15 @@ tpu_mode_t mode_from_name(const std::string& name) {
   throw py::value_error("unknown mode '" + name + "': expected debug, strict or fused");
 }
 
+// Waits for fused mode's background compiles (they count and are reported
+// once done); without the GIL, which the compile hook may take.
+void wait_compiles() {
+  py::gil_scoped_release no_gil;
+  tpu_wait_compiles();
+}
+
 py::dict metrics() {
+  wait_compiles();  // compiles asked for so far count, wherever they run
   tpu_metrics_t m;
   tpu_metrics_get(&m);
   py::dict d;
@@ -139,10 +147,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_restore_thread_mode", [](int m) { tpu_mode_restore(m); });
   m.def("_metrics", &metrics);
   m.def("_reset_metrics", [] {
+    wait_compiles();  // counted before, not after
     tpu_metrics_reset();
     reset_compile_sites();
   });
   m.def("_compile_sites", [] {
+    wait_compiles();
     py::list out;
     for (const auto& s : compile_sites()) {
       py::dict reasons;

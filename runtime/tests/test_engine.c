@@ -171,9 +171,9 @@ void test_engine_points(void) {
   tpu_metrics_t m0, m1;
   tpu_metrics_get(&m0);
   CHECK_OK(tpu_point_record(0, &second));
-  tpu_metrics_get(&m1);
-  CHECK(m1.executions == m0.executions + 1);
   CHECK_OK(tpu_point_wait(second));
+  tpu_metrics_get(&m1);  // launched by the compile thread, before the point is reached
+  CHECK(m1.executions == m0.executions + 1);
   CHECK(tpu_point_reached(first) && tpu_point_reached(second));
   CHECK(tpu_point_elapsed_ms(first, second) >= 0);
   CHECK_OK(tpu_copy_to_host(&v, r, sizeof r));

@@ -1,4 +1,6 @@
 // The PJRT layer against the real XLA CPU plugin.
+#include <threads.h>
+
 #include "test.h"
 
 void test_plugin_load(void) {
@@ -188,6 +190,111 @@ void test_donation_and_keep(void) {
   for (int i = 0; i < 4; ++i) CHECK(r[i] == host[i] + 1);
   tpu_buffer_release(out);
   tpu_buffer_release(a);
+  tpu_executable_release(e);
+  tpu_client_release(c);
+}
+
+// A promise settled by another thread once the test lets it.
+typedef struct settler {
+  mtx_t mu;
+  cnd_t cv;
+  bool go;
+  tpu_executable_t* exe;  // NULL: break the promise
+  tpu_buffer_t* args[2];
+  tpu_promise_t* promise;
+  tpu_buffer_t* out;
+} settler_t;
+
+static int settle_when_told(void* arg) {
+  settler_t* t = arg;
+  mtx_lock(&t->mu);
+  while (!t->go) cnd_wait(&t->cv, &t->mu);
+  mtx_unlock(&t->mu);
+  if (!t->exe) {
+    tpu_promise_settle(t->promise, tpu_status_make(TPU_CODE_INTERNAL, "it did not compile"),
+                       NULL, &t->out, 1, NULL);
+    return 0;
+  }
+  tpu_buffer_t* made = NULL;
+  tpu_event_t* done = NULL;
+  tpu_status_t s = tpu_executable_execute(t->exe, 0, t->args, 2, NULL, 0, &made, 1, &done);
+  tpu_promise_settle(t->promise, s, &made, &t->out, 1, done);
+  return 0;
+}
+
+static void go(settler_t* t) {
+  mtx_lock(&t->mu);
+  t->go = true;
+  cnd_signal(&t->cv);
+  mtx_unlock(&t->mu);
+}
+
+static void count_ended(void* user, tpu_status_t s) {
+  ++*(int*)user;
+  tpu_status_free(s);
+}
+
+void test_promises(void) {
+  tpu_client_t* c = test_client(1);
+  tpu_executable_t* e = test_compile(c, add_program);
+  float a[6] = {1, 2, 3, 4, 5, 6}, r[6];
+  int64_t dims[2] = {2, 3};
+  tpu_buffer_t* ba;
+  CHECK_OK(tpu_buffer_from_host(c, 0, TPU_F32, dims, 2, a, NULL, &ba));
+  tpu_memory_stats_t before, after;
+  tpu_client_memory_stats(c, 0, &before);
+  for (int broken = 0; broken < 2; ++broken) {
+    settler_t t = {.exe = broken ? NULL : e, .args = {ba, ba}};
+    mtx_init(&t.mu, mtx_plain);
+    cnd_init(&t.cv);
+    tpu_event_t* done;
+    CHECK_OK(tpu_promise_create(c, &t.promise));
+    CHECK_OK(tpu_buffer_promised(t.promise, 0, TPU_F32, dims, 2, &t.out));
+    CHECK_OK(tpu_event_promised(t.promise, &done));
+    tpu_memory_stats_t promised;
+    tpu_client_memory_stats(c, 0, &promised);  // counted from now, once
+    CHECK(promised.bytes_in_use == before.bytes_in_use + (int64_t)sizeof a);
+    int ended = 0;
+    CHECK_OK(tpu_event_on_ready(done, count_ended, &ended));
+    thrd_t thread;
+    CHECK(thrd_create(&thread, settle_when_told, &t) == thrd_success);
+    CHECK(!tpu_buffer_is_ready(t.out) && !tpu_event_is_ready(done));
+    CHECK(tpu_buffer_failure(t.out) == NULL);  // not settled: no failure yet
+    // A later execution takes the promised buffer now and waits for it.
+    go(&t);
+    tpu_buffer_t* args[2] = {t.out, ba};
+    tpu_buffer_t* sum = NULL;
+    tpu_status_t s = tpu_executable_execute(e, 0, args, 2, NULL, 0, &sum, 1, NULL);
+    thrd_join(thread, NULL);
+    if (!broken) {
+      CHECK_OK(s);
+      CHECK_OK(tpu_buffer_to_host(sum, r, sizeof r));
+      for (int i = 0; i < 6; ++i) CHECK(r[i] == 3 * a[i]);
+      CHECK_OK(tpu_event_await(done));
+      CHECK(tpu_buffer_failure(t.out) == NULL);
+      tpu_client_memory_stats(c, 0, &after);
+      CHECK(after.bytes_in_use == before.bytes_in_use + 2 * (int64_t)sizeof a);
+    } else {
+      CHECK(s && strstr(tpu_status_message(s), "it did not compile"));
+      tpu_status_free(s);
+      CHECK(tpu_buffer_is_ready(t.out));
+      CHECK_ERROR(tpu_buffer_to_host(t.out, r, sizeof r), TPU_CODE_INTERNAL, "did not compile");
+      CHECK_ERROR(tpu_event_await(done), TPU_CODE_INTERNAL, "did not compile");
+      // Raised from a buffer, the failure is no longer the event's.
+      CHECK_ERROR(tpu_buffer_failure(t.out), TPU_CODE_INTERNAL, "did not compile");
+      CHECK_OK(tpu_event_await(done));
+    }
+    CHECK(ended == 1);
+    tpu_buffer_release(sum);
+    tpu_buffer_release(t.out);
+    tpu_event_destroy(done);
+    tpu_promise_release(t.promise);
+    cnd_destroy(&t.cv);
+    mtx_destroy(&t.mu);
+    tpu_client_memory_stats(c, 0, &after);
+    CHECK(after.bytes_in_use == before.bytes_in_use);
+  }
+  tpu_buffer_release(ba);
   tpu_executable_release(e);
   tpu_client_release(c);
 }

@@ -24,6 +24,7 @@ typedef struct tpu_client tpu_client_t;
 typedef struct tpu_buffer tpu_buffer_t;
 typedef struct tpu_executable tpu_executable_t;
 typedef struct tpu_event tpu_event_t;
+typedef struct tpu_promise tpu_promise_t;
 
 //===--- client ---===//
 
@@ -154,6 +155,30 @@ TPU_MUST_USE tpu_status_t tpu_event_on_ready(tpu_event_t* event,
                                              void* user);
 void tpu_event_destroy(tpu_event_t* event);
 void tpu_executable_release(tpu_executable_t* exe);
+
+//===--- promises ---===//
+
+// The outputs and completion event of an execution that is launched later
+// (its program compiles on another thread). Promised buffers have their
+// type now and can be arguments of later executions; what reads them or
+// waits for them (to_host, await, events) waits until the promise is
+// settled, and a broken promise's buffers and event give its failure.
+TPU_MUST_USE tpu_status_t tpu_promise_create(tpu_client_t* client, tpu_promise_t** out);
+void tpu_promise_retain(tpu_promise_t* promise);
+void tpu_promise_release(tpu_promise_t* promise);
+TPU_MUST_USE tpu_status_t tpu_buffer_promised(tpu_promise_t* promise, int device,
+                                              tpu_dtype_t dtype, const int64_t* dims,
+                                              int rank, tpu_buffer_t** out_buffer);
+TPU_MUST_USE tpu_status_t tpu_event_promised(tpu_promise_t* promise, tpu_event_t** out_event);
+// Settles the promise (once): kept with the execution's outputs `made`
+// (taken: their memory moves into the promised buffers `outs`) and its event
+// `done` (taken, may be NULL); or broken with `failure` (taken).
+void tpu_promise_settle(tpu_promise_t* promise, tpu_status_t failure, tpu_buffer_t** made,
+                        tpu_buffer_t* const* outs, int num_outs, tpu_event_t* done);
+// A settled, broken promise's failure for a buffer made by it; OK for any
+// other buffer (never waits). The caller raises it: from then on the
+// promise's event no longer reports it, so it is raised once.
+TPU_MUST_USE tpu_status_t tpu_buffer_failure(tpu_buffer_t* buffer);
 
 #ifdef __cplusplus
 }

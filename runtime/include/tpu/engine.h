@@ -260,6 +260,7 @@ typedef struct tpu_compile_event {
   tpu_hash_t inputs_hash; // dtypes and shapes of the program's inputs
   tpu_hash_t program_hash;
   bool from_disk;  // loaded from the disk cache rather than compiled
+  int64_t step;    // training steps taken when the graph was flushed (tpu_step_mark)
   // Fused mode: where the graph's first op was called from (see the site
   // hook); "" when the graph ran at its op (the caller's frame is the op's).
   const char* first_site;
@@ -267,9 +268,17 @@ typedef struct tpu_compile_event {
 
 // Called for every program new to this process (compiled, or loaded from
 // the disk cache), on the thread that needed it, with the device lock held:
-// it must not call the engine.
+// it must not call the engine. (A program compiled in the background is
+// reported at that thread's next flush or synchronize after it.)
 typedef void (*tpu_compile_hook_fn)(void* user, const tpu_compile_event_t* e);
 void tpu_set_compile_hook(tpu_compile_hook_fn hook, void* user);
+// Waits for the programs being compiled in the background (fused mode) and
+// reports them to the compile hook.
+void tpu_wait_compiles(void);
+// Training steps (optimizer steps) taken, for compile events.
+void tpu_step_mark(void);
+int64_t tpu_steps_taken(void);
+void tpu_steps_reset(void);
 
 //===--- call sites (device-side error messages) ---===//
 

@@ -204,8 +204,8 @@ tpu_status_t tpu_cache_get(tpu_cache_t* c, tpu_hash_t key, int num_replicas,
   *out = NULL;
   *source = TPU_CACHE_MEMORY;
   mtx_lock(&c->lock);
-  ++c->stats.requests;
   size_t k = slot_of(c, key);
+  if (c->table[k] || print) ++c->stats.requests;
   if (c->table[k]) {
     entry_t* e = c->table[k];
     unlink_entry(c, e);
@@ -213,6 +213,10 @@ tpu_status_t tpu_cache_get(tpu_cache_t* c, tpu_hash_t key, int num_replicas,
     ++c->stats.hits;
     tpu_executable_retain(e->exe);
     *out = e->exe;
+    mtx_unlock(&c->lock);
+    return TPU_OK;
+  }
+  if (!print) {  // the memory tier only: the caller asks again
     mtx_unlock(&c->lock);
     return TPU_OK;
   }

@@ -33,7 +33,8 @@ typedef enum tpu_cache_source {
 } tpu_cache_source_t;
 
 // The executable for `key` (retained for the caller), loading or compiling
-// it on a miss; *out_source says which.
+// it on a miss; *out_source says which. With `print` NULL only the memory
+// tier is looked in: a miss gives OK and *out_exe NULL, and is not counted.
 TPU_MUST_USE tpu_status_t tpu_cache_get(tpu_cache_t* cache, tpu_hash_t key,
                                         int num_replicas,
                                         tpu_cache_print_fn print, void* user,

@@ -68,6 +68,13 @@ tpu_status_t tpu_copy_to_host(const tpu_view_t* src, void* data, size_t size) {
   if (!s && b) s = failed_value(d, src->slot);
   tpu_dev_unlock(d);
   if (!s && b) s = tpu_buffer_to_host(b, data, need);
+  if (s && b) {  // computed by a program that failed to compile or run in the background
+    tpu_status_t f = tpu_buffer_failure(b);
+    if (f) {
+      tpu_status_free(s);
+      s = tpu_status_annotate(f, "this tensor holds the result of a computation that failed");
+    }
+  }
   tpu_buffer_release(b);
   tpu_metric_add(TPU_M_HOST_SYNCS, 1);
   tpu_metric_add(TPU_M_D2H_COPIES, 1);

@@ -97,6 +97,8 @@ bool tpu_loop_record(tpu_loop_t* l, int op, int n);
 void tpu_loop_flushed(tpu_loop_t* l);
 void tpu_loop_free(tpu_loop_t* l);
 
+typedef struct tpu_job tpu_job_t;  // background.c
+
 typedef struct tpu_dev {
   mtx_t lock;  // recursive
   int index;
@@ -149,6 +151,7 @@ typedef struct tpu_dev {
   tpu_status_t unreported;     // a failure read before a sync asked for it
   // Cached 0-d inputs for Python numbers.
   struct tpu_scalar_cache* scalars;
+  tpu_job_t* jobs;  // flushes run by the compile thread, oldest first
 } tpu_dev_t;
 
 // The process-wide runtime.
@@ -195,6 +198,31 @@ TPU_MUST_USE tpu_status_t tpu_dev_after_op(tpu_dev_t* d, int op);
 void tpu_call_site(char* buf, size_t size);
 // Waits for every execution launched on the device so far.
 TPU_MUST_USE tpu_status_t tpu_dev_wait_all(tpu_dev_t* d);
+// "the 3 ops recorded from add to mul" (or one op's name), for errors.
+void tpu_dev_describe_ops(const tpu_dev_t* d, char* buf, size_t size);
+// The compile event (see the compile hook) of the graph being flushed.
+void tpu_dev_compile_event(const tpu_dev_t* d, tpu_hash_t program, tpu_compile_event_t* e);
+void tpu_dev_report_program(const tpu_compile_event_t* e);  // to the compile hook
+// Counts a program got from the cache in the metrics.
+void tpu_count_program(tpu_cache_source_t source, double compile_seconds);
+
+//===--- compiling in the background (background.c; lock held) ---===//
+
+// Whether fused mode compiles in the background (TORCHTPU_BACKGROUND_COMPILE).
+bool tpu_background_enabled(void);
+// Hands the graph being flushed to the compile thread: `exe` (taken) or,
+// when NULL, the program keyed `key` from the cache; `results` get promised
+// buffers for `outs` and `done` a promised event.
+TPU_MUST_USE tpu_status_t tpu_dev_launch_later(tpu_dev_t* d, tpu_hash_t key,
+                                               tpu_executable_t* exe,
+                                               const tpu_program_output_t* outs, int n,
+                                               tpu_buffer_t** results, tpu_event_t** done);
+// Forgets the device's jobs that the compile thread has run (`wait`: all).
+void tpu_dev_reap(tpu_dev_t* d, bool wait);
+// How many references to `buffer` the device's jobs hold.
+int tpu_dev_job_holds(const tpu_dev_t* d, const tpu_buffer_t* buffer);
+// Runs what is queued and ends the compile thread (at shutdown).
+void tpu_background_stop(void);
 
 //===--- device-side checks (checks.c; lock held) ---===//
 

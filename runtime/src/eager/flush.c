@@ -1,5 +1,6 @@
 // Running a device's graph: outputs are the live slots it wrote; the program
 // is found in the compile cache by structural hash; slots get the results.
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -64,31 +65,46 @@ static void clear_graph(tpu_dev_t* d) {
 
 static tpu_compile_hook_fn compile_hook;
 static void* compile_hook_user;
+static atomic_llong steps_taken;
+
+void tpu_step_mark(void) { atomic_fetch_add_explicit(&steps_taken, 1, memory_order_relaxed); }
+int64_t tpu_steps_taken(void) { return atomic_load_explicit(&steps_taken, memory_order_relaxed); }
+void tpu_steps_reset(void) { atomic_store_explicit(&steps_taken, 0, memory_order_relaxed); }
 
 void tpu_set_compile_hook(tpu_compile_hook_fn hook, void* user) {
   compile_hook = hook;
   compile_hook_user = user;
 }
 
-static void report_new_program(tpu_dev_t* d, tpu_hash_t program, bool from_disk) {
-  if (!compile_hook) return;
-  tpu_compile_event_t e;
-  memset(&e, 0, sizeof e);
-  e.device = d->index;
-  e.first_op = d->first_op;
-  e.first_site = d->first_site;
-  e.num_ops = d->num_ops;
-  e.ops_hash = d->ops_hash;
+void tpu_dev_compile_event(const tpu_dev_t* d, tpu_hash_t program, tpu_compile_event_t* e) {
+  memset(e, 0, sizeof *e);
+  e->device = d->index;
+  e->first_op = d->first_op;
+  e->first_site = d->first_site;
+  e->num_ops = d->num_ops;
+  e->ops_hash = d->ops_hash;
   tpu_hash_t h = {0x696e, 0x7075};
   for (int p = 0; p < d->num_params; ++p) {
     tpu_buffer_t* b = d->params[p];
     h = tpu_hash_u64(h, (uint64_t)tpu_buffer_dtype(b));
     h = tpu_hash_bytes(h, tpu_buffer_dims(b), sizeof(int64_t) * (size_t)tpu_buffer_rank(b));
   }
-  e.inputs_hash = h;
-  e.program_hash = program;
-  e.from_disk = from_disk;
-  compile_hook(compile_hook_user, &e);
+  e->inputs_hash = h;
+  e->program_hash = program;
+  e->step = tpu_steps_taken();
+}
+
+void tpu_dev_report_program(const tpu_compile_event_t* e) {
+  if (compile_hook) compile_hook(compile_hook_user, e);
+}
+
+void tpu_count_program(tpu_cache_source_t source, double compile_seconds) {
+  if (source == TPU_CACHE_COMPILED) {
+    tpu_metric_add(TPU_M_COMPILES, 1);
+    tpu_metric_add(TPU_M_COMPILE_NS, (int64_t)(compile_seconds * 1e9));
+  }
+  tpu_metric_add(source == TPU_CACHE_MEMORY ? TPU_M_CACHE_HITS : TPU_M_CACHE_MISSES, 1);
+  if (source == TPU_CACHE_DISK) tpu_metric_add(TPU_M_DISK_HITS, 1);
 }
 
 typedef struct print_args {
@@ -104,13 +120,21 @@ static tpu_status_t print_program(void* user, char** text, size_t* size) {
 
 static const char* op_name(int op) { return op >= 0 ? tpu_op_name(op) : "copy"; }
 
+void tpu_dev_describe_ops(const tpu_dev_t* d, char* buf, size_t size) {
+  if (d->num_ops > 1)
+    snprintf(buf, size, "the %d ops recorded from %s to %s", d->num_ops,
+             op_name(d->first_op), op_name(d->last_op));
+  else
+    snprintf(buf, size, "%s", op_name(d->first_op));
+}
+
 // Says which recorded ops a failed compile or launch was for (in fused mode
 // it fails at a flush point, lines after them).
 static tpu_status_t name_ops(const tpu_dev_t* d, const char* doing, tpu_status_t s) {
-  if (d->num_ops > 1)
-    return tpu_status_annotate(s, "%s the %d ops recorded from %s to %s", doing, d->num_ops,
-                               op_name(d->first_op), op_name(d->last_op));
-  return tpu_status_annotate(s, "%s %s", doing, op_name(d->first_op));
+  if (!s) return s;
+  char ops[160];
+  tpu_dev_describe_ops(d, ops, sizeof ops);
+  return tpu_status_annotate(s, "%s %s", doing, ops);
 }
 
 enum { STACK_OUTS = 64 };
@@ -125,12 +149,14 @@ static uint64_t finished_seq(tpu_dev_t* d) {
 // A parameter's buffer can be donated when nothing holds it after the
 // execution: only the parameter list (once: a buffer passed twice cannot be
 // donated) and slots that this execution overwrites (their old value dies).
+// Earlier flushes still queued on the compile thread run first, so what
+// they hold does not count: the program does not depend on their progress.
 static bool donatable(tpu_dev_t* d, tpu_buffer_t* b, tpu_slot_t* const* out_slots,
                       int num_out) {
   int uses = 0, dying = 0;
   for (int p = 0; p < d->num_params; ++p) uses += d->params[p] == b;
   for (int o = 0; o < num_out; ++o) dying += out_slots[o]->buffer == b;
-  return uses == 1 && tpu_buffer_refs(b) == uses + dying;
+  return uses == 1 && tpu_buffer_refs(b) - tpu_dev_job_holds(d, b) == uses + dying;
 }
 
 // The donors that a running execution still reads or writes, in strict
@@ -262,11 +288,13 @@ tpu_status_t tpu_dev_wait_all(tpu_dev_t* d) {
   }
   d->num_inflight = 0;
   release_donated(d, d->exec_seq);
+  tpu_dev_reap(d, true);
   return first;
 }
 
 static tpu_status_t flush(tpu_dev_t* d, bool wait) {
   tpu_graph_t* g = d->graph;
+  tpu_dev_reap(d, wait);
   if (d->num_written == 0 && d->num_asserts == 0) {
     if (tpu_graph_node_count(g)) clear_graph(d);
     return TPU_OK;
@@ -338,37 +366,50 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     }
     tpu_runtime_t* rt = tpu_rt();
     tpu_hash_t key = tpu_graph_program_hash(g, outs, n, 1);
-    print_args_t pa = {g, outs, n};
     tpu_executable_t* exe = NULL;
-    tpu_cache_source_t source;
-    double before = tpu_cache_compile_seconds(rt->cache);
-    s = name_ops(d, "compiling", tpu_cache_get(rt->cache, key, 1, print_program, &pa, &exe,
-                                               &source));
-    if (!s && source == TPU_CACHE_COMPILED) {
-      tpu_metric_add(TPU_M_COMPILES, 1);
-      tpu_metric_add(TPU_M_COMPILE_NS,
-                     (int64_t)((tpu_cache_compile_seconds(rt->cache) - before) * 1e9));
+    tpu_cache_source_t source = TPU_CACHE_MEMORY;
+    // Fused mode: a program not in memory is loaded or compiled by the
+    // compile thread while the host goes on, and what the device flushes
+    // after it runs after it.
+    bool later = !wait && (d->jobs || (tpu_mode_get() == TPU_MODE_FUSED &&
+                                       tpu_background_enabled()));
+    if (later) {
+      s = tpu_cache_get(rt->cache, key, 1, NULL, NULL, &exe, &source);
+      if (!s && exe) tpu_count_program(source, 0);
+      later = d->jobs || !exe;
     }
-    if (!s && source != TPU_CACHE_MEMORY) report_new_program(d, key, source == TPU_CACHE_DISK);
-    if (!s) {
-      tpu_metric_add(source == TPU_CACHE_MEMORY ? TPU_M_CACHE_HITS : TPU_M_CACHE_MISSES, 1);
-      if (source == TPU_CACHE_DISK) tpu_metric_add(TPU_M_DISK_HITS, 1);
+    if (!s && !later && !exe) {
+      print_args_t pa = {g, outs, n};
+      double before = tpu_cache_compile_seconds(rt->cache);
+      s = name_ops(d, "compiling", tpu_cache_get(rt->cache, key, 1, print_program, &pa, &exe,
+                                                 &source));
+      if (!s) tpu_count_program(source, tpu_cache_compile_seconds(rt->cache) - before);
+      if (!s && source != TPU_CACHE_MEMORY) {
+        tpu_compile_event_t e;
+        tpu_dev_compile_event(d, key, &e);
+        e.from_disk = source == TPU_CACHE_DISK;
+        tpu_dev_report_program(&e);
+      }
     }
     if (!s) {
       int64_t small_keep[STACK_OUTS];
       int64_t* keep = n <= STACK_OUTS ? small_keep : tpu_malloc(sizeof *keep * (size_t)n);
       uint64_t finished = finished_seq(d);
       release_donated(d, finished);
-      int num_keep = keep && tpu_mode_get() != TPU_MODE_FUSED
+      int num_keep = keep && !later && tpu_mode_get() != TPU_MODE_FUSED
                          ? busy_donors(d, finished, outs, num_values, keep) : 0;  // none: only slower
       uncount_donations(d, outs, num_values, keep, num_keep);
-      s = name_ops(d, "running",
-                   tpu_executable_execute(exe, d->index, d->params, d->num_params, keep,
-                                          num_keep, results, n, wait ? NULL : &done));
+      if (later) {
+        s = tpu_dev_launch_later(d, key, exe, outs, n, results, &done);
+      } else {
+        s = name_ops(d, "running",
+                     tpu_executable_execute(exe, d->index, d->params, d->num_params, keep,
+                                            num_keep, results, n, wait ? NULL : &done));
+        tpu_executable_release(exe);
+        tpu_metric_add(TPU_M_EXECUTIONS, 1);
+      }
       if (!s) hold_donated(d, outs, num_values, keep, num_keep);
       if (keep != small_keep) tpu_free(keep);
-      tpu_executable_release(exe);
-      tpu_metric_add(TPU_M_EXECUTIONS, 1);
     }
     if (!s) {
       ++d->exec_seq;

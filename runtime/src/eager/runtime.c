@@ -218,6 +218,7 @@ void tpu_runtime_shutdown(void) {
       tpu_scalar_cache_destroy(d->scalars);
       mtx_destroy(&d->lock);
     }
+    tpu_background_stop();  // idle: every device's jobs were reaped
     tpu_free(runtime.devices);
     tpu_cache_destroy(runtime.cache);
     tpu_client_release(runtime.client);

@@ -19,8 +19,9 @@ static void buffer_destroy(void* self) {
     PJRT_ARGS(Buffer_Destroy, a);
     a.buffer = b->handle;
     tpu_status_ignore(PJRT_CALL(c->api, Buffer_Destroy, a));
-    if (!b->donated) account(c, b->device, -(int64_t)b->nbytes);
   }
+  if (b->counted && !b->donated) account(c, b->device, -(int64_t)b->nbytes);
+  tpu_promise_release(b->promise);
   tpu_free(b);
   tpu_client_release(c);
 }
@@ -66,9 +67,51 @@ tpu_status_t tpu_buffer_wrap(tpu_client_t* c, int device, PJRT_Buffer* handle,
     numel *= (size_t)dm.dims[i];
   }
   b->nbytes = numel * tpu_dtype_size(b->dtype);
+  b->counted = true;
   account(c, device, (int64_t)b->nbytes);
   *out = b;
   return TPU_OK;
+}
+
+tpu_status_t tpu_buffer_promised(tpu_promise_t* p, int device, tpu_dtype_t dtype,
+                                 const int64_t* dims, int rank, tpu_buffer_t** out) {
+  *out = NULL;
+  tpu_client_t* c = tpu_promise_client(p);
+  if (device < 0 || device >= c->num_devices || rank < 0 || rank > TPU_MAX_RANK)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "bad promised buffer");
+  tpu_buffer_t* b = tpu_calloc(1, sizeof *b);
+  if (!b) return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  tpu_object_init(&b->obj, buffer_destroy);
+  tpu_client_retain(c);
+  b->client = c;
+  b->device = device;
+  b->dtype = dtype;
+  b->rank = rank;
+  memcpy(b->dims, dims, sizeof *dims * (size_t)rank);
+  b->nbytes = (size_t)tpu_buffer_numel(b) * tpu_dtype_size(dtype);
+  // Counted from now, as an output of an execution launched now would be.
+  b->counted = true;
+  account(c, device, (int64_t)b->nbytes);
+  tpu_promise_retain(p);
+  b->promise = p;
+  *out = b;
+  return TPU_OK;
+}
+
+tpu_status_t tpu_buffer_settle(tpu_buffer_t* b) {
+  return b->promise ? tpu_promise_wait(b->promise, NULL) : TPU_OK;
+}
+
+void tpu_buffer_fulfil(tpu_buffer_t* promised, tpu_buffer_t* made) {
+  promised->handle = made->handle;
+  made->handle = NULL;
+  if (made->counted) account(made->client, made->device, -(int64_t)made->nbytes);
+  made->counted = false;
+  tpu_buffer_release(made);
+}
+
+tpu_status_t tpu_buffer_failure(tpu_buffer_t* b) {
+  return b->promise ? tpu_promise_failure(b->promise, true) : TPU_OK;
 }
 
 tpu_status_t tpu_buffer_from_host(tpu_client_t* c, int device,
@@ -126,6 +169,7 @@ tpu_status_t tpu_buffer_to_host(tpu_buffer_t* b, void* dst, size_t dst_size) {
                            "host buffer of %zu bytes is too small for a device "
                            "buffer of %zu bytes", dst_size, b->nbytes);
   if (b->nbytes == 0) return tpu_buffer_await(b);
+  TPU_RETURN_IF_ERROR(tpu_buffer_settle(b));
   if (in_host_memory(b)) {
     // Read in place once computed (its address is valid from then on):
     // ToHostBuffer hands even a 4-byte copy to a worker thread and wakes
@@ -147,6 +191,7 @@ tpu_status_t tpu_buffer_to_host(tpu_buffer_t* b, void* dst, size_t dst_size) {
 }
 
 tpu_status_t tpu_buffer_await(tpu_buffer_t* b) {
+  TPU_RETURN_IF_ERROR(tpu_buffer_settle(b));
   PJRT_ARGS(Buffer_ReadyEvent, a);
   a.buffer = b->handle;
   TPU_RETURN_IF_ERROR(PJRT_CALL(b->client->api, Buffer_ReadyEvent, a));
@@ -154,6 +199,14 @@ tpu_status_t tpu_buffer_await(tpu_buffer_t* b) {
 }
 
 bool tpu_buffer_is_ready(tpu_buffer_t* b) {
+  if (b->promise) {
+    if (!tpu_promise_settled(b->promise)) return false;
+    tpu_status_t f = tpu_promise_failure(b->promise, false);
+    if (f) {
+      tpu_status_free(f);
+      return true;  // it never will be, and reading it says why
+    }
+  }
   PJRT_ARGS(Buffer_ReadyEvent, a);
   a.buffer = b->handle;
   tpu_status_t s = PJRT_CALL(b->client->api, Buffer_ReadyEvent, a);
@@ -178,6 +231,7 @@ tpu_status_t tpu_buffer_copy_to_device(tpu_buffer_t* b, int device,
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "device %d out of range (%d devices)", device,
                            c->num_devices);
+  TPU_RETURN_IF_ERROR(tpu_buffer_settle(b));
   PJRT_ARGS(Buffer_CopyToDevice, a);
   a.buffer = b->handle;
   a.dst_device = c->devices[device].handle;
@@ -194,7 +248,7 @@ void tpu_buffer_mark_use(tpu_buffer_t* b, uint64_t seq) { b->last_use = seq; }
 uint64_t tpu_buffer_last_use(const tpu_buffer_t* b) { return b->last_use; }
 
 void tpu_buffer_mark_donated(tpu_buffer_t* b) {
-  if (b->donated || !b->handle) return;
+  if (b->donated || !b->counted) return;
   b->donated = true;
   account(b->client, b->device, -(int64_t)b->nbytes);
 }

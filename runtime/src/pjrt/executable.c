@@ -249,21 +249,43 @@ static tpu_status_t check_args(const tpu_executable_t* e, int device,
 
 enum { STACK_ARGS = 64 };
 
-// A PJRT event together with the API that destroys it.
-struct tpu_event {
-  const PJRT_Api* api;
-  PJRT_Event* handle;
-};
+tpu_status_t tpu_event_promised(tpu_promise_t* p, tpu_event_t** out) {
+  *out = tpu_calloc(1, sizeof **out);
+  if (!*out) return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  (*out)->api = tpu_promise_client(p)->api;
+  tpu_promise_retain(p);
+  (*out)->promise = p;
+  return TPU_OK;
+}
+
+// The PJRT event behind `e` (NULL: nothing to wait for); waits for a
+// promised execution's launch. A broken promise's failure is the event's
+// until a read of one of its buffers has raised it.
+static tpu_status_t event_handle(tpu_event_t* e, PJRT_Event** handle) {
+  *handle = e->handle;
+  if (!e->promise) return TPU_OK;
+  tpu_status_t s = tpu_promise_wait(e->promise, handle);
+  if (s && tpu_promise_raised(e->promise)) {
+    tpu_status_free(s);
+    s = TPU_OK;
+  }
+  return s;
+}
 
 tpu_status_t tpu_event_await(tpu_event_t* e) {
   PJRT_ARGS(Event_Await, a);
-  a.event = e->handle;
-  return PJRT_CALL(e->api, Event_Await, a);
+  TPU_RETURN_IF_ERROR(event_handle(e, &a.event));
+  return a.event ? PJRT_CALL(e->api, Event_Await, a) : TPU_OK;
 }
 
 bool tpu_event_is_ready(tpu_event_t* e) {
+  if (e->promise && !tpu_promise_settled(e->promise)) return false;
   PJRT_ARGS(Event_IsReady, a);
-  a.event = e->handle;
+  tpu_status_t f = event_handle(e, &a.event);
+  if (f || !a.event) {
+    tpu_status_free(f);
+    return true;
+  }
   tpu_status_t s = PJRT_CALL(e->api, Event_IsReady, a);
   bool ready = s ? true : a.is_ready;
   tpu_status_free(s);
@@ -283,6 +305,18 @@ static void call_on_ready(PJRT_Error* error, void* arg) {
 }
 
 tpu_status_t tpu_event_on_ready(tpu_event_t* e, void (*fn)(void*, tpu_status_t), void* user) {
+  if (e->promise) {  // settling it calls fn, or it is settled and the rest applies
+    bool settled;
+    TPU_RETURN_IF_ERROR(tpu_promise_on_settled(e->promise, fn, user, &settled));
+    if (!settled) return TPU_OK;
+    tpu_event_t launched = {e->api, NULL, NULL};
+    tpu_status_t f = event_handle(e, &launched.handle);
+    if (f || !launched.handle) {
+      fn(user, f);
+      return TPU_OK;
+    }
+    return tpu_event_on_ready(&launched, fn, user);
+  }
   on_ready_t* r = tpu_malloc(sizeof *r);
   if (!r) return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory");
   *r = (on_ready_t){e->api, fn, user};
@@ -298,6 +332,7 @@ tpu_status_t tpu_event_on_ready(tpu_event_t* e, void (*fn)(void*, tpu_status_t),
 void tpu_event_destroy(tpu_event_t* e) {
   if (!e) return;
   tpu_pjrt_event_destroy(e->api, e->handle);
+  tpu_promise_release(e->promise);
   tpu_free(e);
 }
 
@@ -317,9 +352,12 @@ static tpu_status_t execute(tpu_executable_t* e, PJRT_Device* device,
   tpu_status_t s = TPU_OK;
   if ((total_in && !in) || (total_out && !out))
     s = tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory");
+  if (out) memset(out, 0, sizeof *out * (size_t)total_out);
+  for (int i = 0; !s && i < total_in; ++i) {
+    s = tpu_buffer_settle(args[i]);  // an earlier promised execution's output
+    in[i] = args[i]->handle;
+  }
   if (!s) {
-    for (int i = 0; i < total_in; ++i) in[i] = args[i]->handle;
-    memset(out, 0, sizeof *out * (size_t)total_out);
     for (int d = 0; d < num_devices; ++d) {
       in_lists[d] = in + d * num_args;
       out_lists[d] = out + d * num_outputs;
@@ -342,7 +380,7 @@ static tpu_status_t execute(tpu_executable_t* e, PJRT_Device* device,
     s = PJRT_CALL(api, LoadedExecutable_Execute, a);
     if (!s && done[0]) {
       *out_done = tpu_malloc(sizeof **out_done);
-      if (*out_done) **out_done = (tpu_event_t){api, done[0]};
+      if (*out_done) **out_done = (tpu_event_t){api, done[0], NULL};
       else tpu_pjrt_event_destroy(api, done[0]);  // nothing to wait on: fine
     }
   }

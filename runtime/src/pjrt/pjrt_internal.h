@@ -4,6 +4,7 @@
 
 #include <stdatomic.h>
 #include <string.h>
+#include <threads.h>
 
 #include "base/object.h"
 #include "pjrt/pjrt_abi.h"
@@ -72,12 +73,46 @@ struct tpu_buffer {
   int64_t dims[TPU_MAX_RANK];
   size_t nbytes;
   uint64_t last_use;  // tpu_buffer_mark_use
+  bool counted;        // in the device's bytes in use (until destroyed or donated)
   bool donated;        // tpu_buffer_mark_donated
+  // A promised buffer's (see tpu_buffer_promised): `handle` is set before
+  // the promise is settled, and read only after.
+  tpu_promise_t* promise;
+};
+
+// A PJRT event with the API that destroys it; or a promised execution's
+// (`promise` set, `handle` NULL): its event once the promise is settled.
+struct tpu_event {
+  const PJRT_Api* api;
+  PJRT_Event* handle;
+  tpu_promise_t* promise;
 };
 
 // Wraps a PJRT buffer the client handed us (takes ownership of `handle`).
 TPU_MUST_USE tpu_status_t tpu_buffer_wrap(tpu_client_t* client, int device,
                                           PJRT_Buffer* handle,
                                           tpu_buffer_t** out_buffer);
+
+// Waits until the buffer's promise (if any) is settled; its failure, or OK
+// when `handle` may be used.
+TPU_MUST_USE tpu_status_t tpu_buffer_settle(tpu_buffer_t* buffer);
+// Moves the device memory of `made` (an execution's output, released here)
+// into the promised buffer `promised`.
+void tpu_buffer_fulfil(tpu_buffer_t* promised, tpu_buffer_t* made);
+
+// Waits until the promise is settled: its failure, or OK and its
+// execution's event in *done (owned by the promise; may be NULL).
+TPU_MUST_USE tpu_status_t tpu_promise_wait(tpu_promise_t* promise, PJRT_Event** done);
+bool tpu_promise_settled(tpu_promise_t* promise);
+// A settled, broken promise's failure (a copy); OK otherwise. `raise`: the
+// caller raises it, so the promised event no longer does.
+TPU_MUST_USE tpu_status_t tpu_promise_failure(tpu_promise_t* promise, bool raise);
+bool tpu_promise_raised(tpu_promise_t* promise);
+tpu_client_t* tpu_promise_client(tpu_promise_t* promise);
+// Calls fn(user, status) once the promise is settled and its execution
+// ended, unless it is settled already (*settled: then the caller does).
+TPU_MUST_USE tpu_status_t tpu_promise_on_settled(tpu_promise_t* promise,
+                                                 void (*fn)(void* user, tpu_status_t status),
+                                                 void* user, bool* settled);
 
 #endif  // TPU_PJRT_INTERNAL_H_

@@ -1,0 +1,254 @@
+// Compiling in the background (fused mode). A flush whose program is not
+// in the memory cache becomes a job: its outputs are promised buffers (see
+// tpu/client.h), the host goes on recording, and one worker thread loads or
+// compiles the program, runs it and settles the promise. Flushes that come
+// while a device has jobs queue behind them, so a device's executions keep
+// the order of its flushes. The host thread keeps everything else: jobs
+// are reaped (their buffers released, their compiles reported) under the
+// device lock, and the buffers they hold do not count against donation, so
+// a program never depends on how far the worker has got.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eager/eager.h"
+
+enum { MAX_QUEUED = 8 };  // the host waits beyond this: bounded memory
+
+struct tpu_job {
+  tpu_job_t* next_queued;  // the worker's queue
+  tpu_job_t* next;         // its device's jobs, oldest first
+  int device;
+  tpu_hash_t key;
+  tpu_executable_t* exe;  // NULL: load or compile it
+  char* text;             // its program, when exe is NULL
+  size_t size;
+  tpu_buffer_t** params;  // retained
+  int num_params;
+  tpu_buffer_t** results;  // promised, retained
+  int num_results;
+  tpu_promise_t* promise;
+  char ops[160];  // what failed, for errors: "the 3 ops recorded from add to mul"
+  tpu_compile_event_t event;
+  char site[sizeof ((tpu_dev_t*)0)->first_site];
+  tpu_cache_source_t source;  // the worker's, when exe was NULL
+  bool done;                  // under the worker's lock
+};
+
+typedef struct tpu_background {
+  mtx_t mu;
+  cnd_t work_cv, done_cv;
+  thrd_t thread;
+  bool started, stop;
+  tpu_job_t* head;  // queued, oldest first
+  tpu_job_t** tail;
+  int pending;  // queued or running
+} tpu_background_t;
+
+static tpu_background_t background;
+static once_flag background_once = ONCE_FLAG_INIT;
+
+static void background_init(void) {
+  mtx_init(&background.mu, mtx_plain);
+  cnd_init(&background.work_cv);
+  cnd_init(&background.done_cv);
+  background.tail = &background.head;
+}
+
+bool tpu_background_enabled(void) {
+  const char* v = getenv("TORCHTPU_BACKGROUND_COMPILE");
+  return !v || !*v || strcmp(v, "0") != 0;
+}
+
+static tpu_status_t take_text(void* user, char** text, size_t* size) {
+  tpu_job_t* j = user;
+  *text = j->text;
+  *size = j->size;
+  j->text = NULL;  // the cache frees it
+  return *text ? TPU_OK : tpu_status_make(TPU_CODE_INTERNAL, "program printed twice");
+}
+
+static void run(tpu_job_t* j) {
+  tpu_status_t s = TPU_OK;
+  tpu_executable_t* exe = j->exe;
+  j->exe = NULL;
+  if (!exe) {
+    tpu_cache_t* cache = tpu_rt()->cache;
+    double before = tpu_cache_compile_seconds(cache);
+    s = tpu_cache_get(cache, j->key, 1, take_text, j, &exe, &j->source);
+    if (s) s = tpu_status_annotate(s, "compiling %s", j->ops);
+    else tpu_count_program(j->source, tpu_cache_compile_seconds(cache) - before);
+  }
+  tpu_buffer_t* small[64];
+  tpu_buffer_t** made = j->num_results <= 64 ? small
+                                             : tpu_calloc((size_t)j->num_results, sizeof *made);
+  tpu_event_t* done = NULL;
+  if (!s && !made) s = tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!s) {
+    s = tpu_executable_execute(exe, j->device, j->params, j->num_params, NULL, 0, made,
+                               j->num_results, &done);
+    if (s) s = tpu_status_annotate(s, "running %s", j->ops);
+    tpu_metric_add(TPU_M_EXECUTIONS, 1);
+  }
+  tpu_executable_release(exe);
+  tpu_promise_settle(j->promise, s, made, j->results, j->num_results, done);
+  if (made != small) tpu_free(made);
+}
+
+static int worker(void* arg) {
+  tpu_background_t* b = arg;
+  mtx_lock(&b->mu);
+  for (;;) {
+    while (!b->head && !b->stop) cnd_wait(&b->work_cv, &b->mu);
+    tpu_job_t* j = b->head;
+    if (!j) break;  // stopping, and nothing is left
+    if (!(b->head = j->next_queued)) b->tail = &b->head;
+    mtx_unlock(&b->mu);
+    run(j);
+    mtx_lock(&b->mu);
+    j->done = true;  // the host may free it from here on
+    --b->pending;
+    cnd_broadcast(&b->done_cv);
+  }
+  mtx_unlock(&b->mu);
+  return 0;
+}
+
+static tpu_status_t enqueue(tpu_job_t* j) {
+  call_once(&background_once, background_init);
+  tpu_background_t* b = &background;
+  mtx_lock(&b->mu);
+  if (!b->started) {
+    b->stop = false;
+    if (thrd_create(&b->thread, worker, b) != thrd_success) {
+      mtx_unlock(&b->mu);
+      return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "cannot start the compile thread");
+    }
+    b->started = true;
+  }
+  while (b->pending >= MAX_QUEUED) cnd_wait(&b->done_cv, &b->mu);
+  *b->tail = j;
+  b->tail = &j->next_queued;
+  ++b->pending;
+  cnd_signal(&b->work_cv);
+  mtx_unlock(&b->mu);
+  return TPU_OK;
+}
+
+void tpu_background_stop(void) {
+  call_once(&background_once, background_init);
+  tpu_background_t* b = &background;
+  mtx_lock(&b->mu);
+  bool started = b->started;
+  b->stop = true;
+  cnd_signal(&b->work_cv);
+  mtx_unlock(&b->mu);
+  if (started) thrd_join(b->thread, NULL);
+  b->started = false;
+}
+
+static void free_job(tpu_job_t* j) {
+  for (int i = 0; i < j->num_params; ++i) tpu_buffer_release(j->params[i]);
+  for (int i = 0; i < j->num_results; ++i) tpu_buffer_release(j->results[i]);
+  tpu_free(j->params);
+  tpu_free(j->results);
+  tpu_free(j->text);
+  tpu_executable_release(j->exe);
+  tpu_promise_release(j->promise);
+  tpu_free(j);
+}
+
+void tpu_dev_reap(tpu_dev_t* d, bool wait) {
+  if (!d->jobs) return;
+  tpu_background_t* b = &background;
+  for (tpu_job_t* j; (j = d->jobs);) {
+    mtx_lock(&b->mu);
+    while (wait && !j->done) cnd_wait(&b->done_cv, &b->mu);
+    bool done = j->done;
+    mtx_unlock(&b->mu);
+    if (!done) break;
+    d->jobs = j->next;
+    if (!j->exe && j->source != TPU_CACHE_MEMORY) {
+      j->event.from_disk = j->source == TPU_CACHE_DISK;
+      tpu_dev_report_program(&j->event);
+    }
+    free_job(j);
+  }
+}
+
+void tpu_wait_compiles(void) {
+  tpu_runtime_t* rt = tpu_rt();
+  for (int i = 0; rt && i < rt->num_devices; ++i) {
+    tpu_dev_t* d = &rt->devices[i];
+    tpu_dev_lock(d);
+    tpu_dev_reap(d, true);
+    tpu_dev_unlock(d);
+  }
+}
+
+int tpu_dev_job_holds(const tpu_dev_t* d, const tpu_buffer_t* buffer) {
+  int holds = 0;
+  for (const tpu_job_t* j = d->jobs; j; j = j->next) {
+    for (int i = 0; i < j->num_params; ++i) holds += j->params[i] == buffer;
+    for (int i = 0; i < j->num_results; ++i) holds += j->results[i] == buffer;
+  }
+  return holds;
+}
+
+tpu_status_t tpu_dev_launch_later(tpu_dev_t* d, tpu_hash_t key, tpu_executable_t* exe,
+                                  const tpu_program_output_t* outs, int n,
+                                  tpu_buffer_t** results, tpu_event_t** done) {
+  tpu_graph_t* g = d->graph;
+  tpu_job_t* j = tpu_calloc(1, sizeof *j);
+  tpu_status_t s = j ? tpu_promise_create(tpu_rt()->client, &j->promise)
+                     : tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!s) {
+    j->device = d->index;
+    j->key = key;
+    j->exe = exe;
+    exe = NULL;
+    j->params = tpu_malloc(sizeof *j->params * ((size_t)d->num_params + 1));
+    j->results = tpu_calloc((size_t)n, sizeof *j->results);
+    if (!j->params || !j->results)
+      s = tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  for (int p = 0; !s && p < d->num_params; ++p) {
+    tpu_buffer_retain(d->params[p]);
+    j->params[j->num_params++] = d->params[p];
+  }
+  for (int o = 0; !s && o < n; ++o) {
+    const tpu_type_t* t = tpu_ir_type(g, outs[o].value);
+    s = tpu_buffer_promised(j->promise, d->index, t->dtype, t->dims, t->rank, &results[o]);
+    if (!s) {
+      tpu_buffer_retain(results[o]);
+      j->results[j->num_results++] = results[o];
+    }
+  }
+  if (!s) s = tpu_event_promised(j->promise, done);
+  if (!s) tpu_dev_describe_ops(d, j->ops, sizeof j->ops);
+  if (!s && !j->exe) {
+    tpu_dev_compile_event(d, key, &j->event);
+    snprintf(j->site, sizeof j->site, "%s", d->first_site);
+    j->event.first_site = j->site;
+    s = tpu_graph_print(g, outs, n, 1, &j->text, &j->size);
+  }
+  if (!s) s = enqueue(j);
+  if (s) {
+    tpu_executable_release(exe);
+    if (j) {
+      for (int o = 0; o < n; ++o) {
+        tpu_buffer_release(results[o]);
+        results[o] = NULL;
+      }
+      tpu_event_destroy(*done);
+      *done = NULL;
+      free_job(j);
+    }
+    return s;
+  }
+  j->next = NULL;
+  tpu_job_t** tail = &d->jobs;
+  while (*tail) tail = &(*tail)->next;
+  *tail = j;
+  return TPU_OK;
+}
