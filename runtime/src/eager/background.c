@@ -31,7 +31,7 @@ struct tpu_job {
   char ops[160];  // what failed, for errors: "the 3 ops recorded from add to mul"
   tpu_compile_event_t event;
   char site[sizeof ((tpu_dev_t*)0)->first_site];
-  tpu_cache_source_t source;  // the worker's, when exe was NULL
+  tpu_cache_source_t source;  // where the worker found it (MEMORY when exe was given)
   bool done;                  // under the worker's lock
 };
 
@@ -168,7 +168,7 @@ void tpu_dev_reap(tpu_dev_t* d, bool wait) {
     mtx_unlock(&b->mu);
     if (!done) break;
     d->jobs = j->next;
-    if (!j->exe && j->source != TPU_CACHE_MEMORY) {
+    if (j->source != TPU_CACHE_MEMORY) {  // new to this process: compiled or from disk
       j->event.from_disk = j->source == TPU_CACHE_DISK;
       tpu_dev_report_program(&j->event);
     }
