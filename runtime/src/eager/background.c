@@ -73,11 +73,8 @@ static void run(tpu_job_t* j) {
   tpu_executable_t* exe = j->exe;
   j->exe = NULL;
   if (!exe) {
-    tpu_cache_t* cache = tpu_rt()->cache;
-    double before = tpu_cache_compile_seconds(cache);
-    s = tpu_cache_get(cache, j->key, 1, take_text, j, &exe, &j->source);
+    s = tpu_get_program(j->key, take_text, j, &exe, &j->source);
     if (s) s = tpu_status_annotate(s, "compiling %s", j->ops);
-    else tpu_count_program(j->source, tpu_cache_compile_seconds(cache) - before);
   }
   tpu_buffer_t* small[64];
   tpu_buffer_t** made = j->num_results <= 64 ? small
@@ -246,7 +243,6 @@ tpu_status_t tpu_dev_launch_later(tpu_dev_t* d, tpu_hash_t key, tpu_executable_t
     }
     return s;
   }
-  j->next = NULL;
   tpu_job_t** tail = &d->jobs;
   while (*tail) tail = &(*tail)->next;
   *tail = j;

@@ -203,8 +203,10 @@ void tpu_dev_describe_ops(const tpu_dev_t* d, char* buf, size_t size);
 // The compile event (see the compile hook) of the graph being flushed.
 void tpu_dev_compile_event(const tpu_dev_t* d, tpu_hash_t program, tpu_compile_event_t* e);
 void tpu_dev_report_program(const tpu_compile_event_t* e);  // to the compile hook
-// Counts a program got from the cache in the metrics.
-void tpu_count_program(tpu_cache_source_t source, double compile_seconds);
+// The program `key` from the compile cache (see tpu_cache_get; `print` NULL:
+// from memory only, *exe NULL when it is not there), counted in the metrics.
+TPU_MUST_USE tpu_status_t tpu_get_program(tpu_hash_t key, tpu_cache_print_fn print, void* user,
+                                          tpu_executable_t** exe, tpu_cache_source_t* source);
 
 //===--- compiling in the background (background.c; lock held) ---===//
 

@@ -98,13 +98,20 @@ void tpu_dev_report_program(const tpu_compile_event_t* e) {
   if (compile_hook) compile_hook(compile_hook_user, e);
 }
 
-void tpu_count_program(tpu_cache_source_t source, double compile_seconds) {
-  if (source == TPU_CACHE_COMPILED) {
+tpu_status_t tpu_get_program(tpu_hash_t key, tpu_cache_print_fn print, void* user,
+                             tpu_executable_t** exe, tpu_cache_source_t* source) {
+  tpu_cache_t* cache = tpu_rt()->cache;
+  double before = tpu_cache_compile_seconds(cache);
+  TPU_RETURN_IF_ERROR(tpu_cache_get(cache, key, 1, print, user, exe, source));
+  if (!*exe) return TPU_OK;  // not in memory, and not asked to look further
+  if (*source == TPU_CACHE_COMPILED) {
     tpu_metric_add(TPU_M_COMPILES, 1);
-    tpu_metric_add(TPU_M_COMPILE_NS, (int64_t)(compile_seconds * 1e9));
+    tpu_metric_add(TPU_M_COMPILE_NS,
+                   (int64_t)((tpu_cache_compile_seconds(cache) - before) * 1e9));
   }
-  tpu_metric_add(source == TPU_CACHE_MEMORY ? TPU_M_CACHE_HITS : TPU_M_CACHE_MISSES, 1);
-  if (source == TPU_CACHE_DISK) tpu_metric_add(TPU_M_DISK_HITS, 1);
+  tpu_metric_add(*source == TPU_CACHE_MEMORY ? TPU_M_CACHE_HITS : TPU_M_CACHE_MISSES, 1);
+  if (*source == TPU_CACHE_DISK) tpu_metric_add(TPU_M_DISK_HITS, 1);
+  return TPU_OK;
 }
 
 typedef struct print_args {
@@ -364,7 +371,6 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
         break;
       }
     }
-    tpu_runtime_t* rt = tpu_rt();
     tpu_hash_t key = tpu_graph_program_hash(g, outs, n, 1);
     tpu_executable_t* exe = NULL;
     tpu_cache_source_t source = TPU_CACHE_MEMORY;
@@ -374,16 +380,12 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     bool later = !wait && (d->jobs || (tpu_mode_get() == TPU_MODE_FUSED &&
                                        tpu_background_enabled()));
     if (later) {
-      s = tpu_cache_get(rt->cache, key, 1, NULL, NULL, &exe, &source);
-      if (!s && exe) tpu_count_program(source, 0);
+      s = tpu_get_program(key, NULL, NULL, &exe, &source);
       later = d->jobs || !exe;
     }
     if (!s && !later && !exe) {
       print_args_t pa = {g, outs, n};
-      double before = tpu_cache_compile_seconds(rt->cache);
-      s = name_ops(d, "compiling", tpu_cache_get(rt->cache, key, 1, print_program, &pa, &exe,
-                                                 &source));
-      if (!s) tpu_count_program(source, tpu_cache_compile_seconds(rt->cache) - before);
+      s = name_ops(d, "compiling", tpu_get_program(key, print_program, &pa, &exe, &source));
       if (!s && source != TPU_CACHE_MEMORY) {
         tpu_compile_event_t e;
         tpu_dev_compile_event(d, key, &e);
