@@ -37,7 +37,7 @@ void check(tpu_status_t s) {
 }
 
 void ensure_runtime() {
-  if (tpu_runtime_client()) return;
+  if (tpu_runtime_client() && !tpu_forked_child()) return;
   check(tpu_runtime_init());
 }
 

@@ -125,7 +125,8 @@ PYBIND11_MODULE(_C, m) {
     return msg;
   });
   m.def("_device_count", [] { return device_count(); });
-  m.def("_is_initialized", [] { return tpu_runtime_client() != nullptr; });
+  m.def("_is_initialized", [] { return tpu_runtime_client() != nullptr && !tpu_forked_child(); });
+  m.def("_is_in_bad_fork", [] { return tpu_forked_child(); });
   m.def("_manual_seed_all", [](uint64_t seed) { manual_seed_all(seed); });
   m.def("_current_device", [] { return static_cast<int>(current_device()); });
   m.def("_set_device", [](int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); });

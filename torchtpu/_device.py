@@ -144,7 +144,10 @@ def set_rng_state_all(new_states) -> None:
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in a process forked after tpu was initialized: tpu cannot be
+    used there (use the 'spawn' start method), and torch.manual_seed skips
+    it."""
+    return _C._is_in_bad_fork()
 
 
 #===--- memory ---===#

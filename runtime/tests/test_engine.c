@@ -1,4 +1,7 @@
 // The engine: slots, views, ops, copies, modes, device-side errors.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "eager/eager.h"
 #include "test.h"
 
@@ -291,4 +294,37 @@ void test_engine_loop_cuts(void) {
   // A sequence without a period is never cut.
   for (int i = 0; i < 1024; ++i) CHECK(!tpu_loop_record(&l, (i * 7919) % 1009, ++n));
   tpu_loop_free(&l);
+}
+
+// A child forked after the runtime started has none of its threads: every
+// use fails at once with the 'spawn' advice, releases and shutdown return
+// without waiting for them, and the parent's device goes on working.
+void test_engine_forked_child(void) {
+  CHECK_OK(tpu_runtime_init());
+  float a[4] = {1, 2, 3, 4}, out[4];
+  int64_t d4[1] = {4};
+  tpu_slot_t* sa = upload(a, 4);
+  tpu_view_t va = tpu_view_contiguous(sa, TPU_F32, d4, 1);
+  CHECK(!tpu_forked_child());
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    alarm(60);  // a hang ends the child with SIGALRM, which fails the test
+    CHECK(tpu_forked_child());
+    tpu_slot_t* s = NULL;
+    CHECK_ERROR(tpu_slot_create(0, 16, &s), TPU_CODE_FAILED_PRECONDITION, "'spawn' start method");
+    CHECK_ERROR(tpu_copy_to_host(&va, out, sizeof out), TPU_CODE_FAILED_PRECONDITION, "forked");
+    CHECK_ERROR(tpu_synchronize(0), TPU_CODE_FAILED_PRECONDITION, "forked");
+    CHECK_ERROR(tpu_runtime_init(), TPU_CODE_FAILED_PRECONDITION, "forked");
+    tpu_wait_compiles();
+    tpu_slot_release(sa);  // its buffer stays the parent's: the plugin is not called
+    tpu_runtime_shutdown();
+    _exit(0);
+  }
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "forked child: status %d", status);
+  CHECK_OK(tpu_copy_to_host(&va, out, sizeof out));
+  CHECK(out[3] == 4);
+  tpu_slot_release(sa);
 }

@@ -45,6 +45,13 @@ TPU_MUST_USE tpu_status_t tpu_client_create(const tpu_client_options_t* options,
 void tpu_client_retain(tpu_client_t* client);
 void tpu_client_release(tpu_client_t* client);
 
+// True in a process forked while a client existed: the plugin's threads did
+// not survive the fork, so every PJRT call fails there with
+// tpu_forked_child_error() (FAILED_PRECONDITION, naming the 'spawn' start
+// method) instead of waiting for them; releases skip the plugin.
+bool tpu_forked_child(void);
+TPU_MUST_USE tpu_status_t tpu_forked_child_error(void);
+
 int tpu_client_device_count(const tpu_client_t* client);
 const char* tpu_client_platform(const tpu_client_t* client);  // "cpu"
 const char* tpu_client_platform_version(const tpu_client_t* client);

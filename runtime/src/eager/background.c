@@ -174,6 +174,7 @@ void tpu_dev_reap(tpu_dev_t* d, bool wait) {
 }
 
 void tpu_wait_compiles(void) {
+  if (tpu_forked_child()) return;  // the compile thread is the parent's
   tpu_runtime_t* rt = tpu_rt();
   for (int i = 0; rt && i < rt->num_devices; ++i) {
     tpu_dev_t* d = &rt->devices[i];

@@ -184,6 +184,7 @@ static tpu_status_t init_locked(void) {
 }
 
 tpu_status_t tpu_runtime_init(void) {
+  if (tpu_forked_child()) return tpu_forked_child_error();
   call_once(&init_once, init_lock_create);
   mtx_lock(&init_lock);
   if (!initialized && !init_error) {
@@ -196,6 +197,7 @@ tpu_status_t tpu_runtime_init(void) {
 }
 
 void tpu_runtime_shutdown(void) {
+  if (tpu_forked_child()) return;  // the threads it would wait for are the parent's
   call_once(&init_once, init_lock_create);
   mtx_lock(&init_lock);
   if (initialized) {
@@ -232,6 +234,7 @@ void tpu_runtime_shutdown(void) {
 
 tpu_status_t tpu_dev_get(int device, tpu_dev_t** out) {
   *out = NULL;
+  if (tpu_forked_child()) return tpu_forked_child_error();
   if (!initialized) TPU_RETURN_IF_ERROR(tpu_runtime_init());
   if (device < 0 || device >= runtime.num_devices)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,

@@ -1,6 +1,8 @@
 // Plugin loading and the PJRT client: the only file that dlopens.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,36 @@
 
 #include "base/strbuf.h"
 #include "pjrt/pjrt_internal.h"
+
+//===--- fork ---===//
+// A process forked while a client exists inherits the client's memory but
+// none of the plugin's threads (its thread pools, its event loops), so a
+// call into the plugin could wait forever for them. In such a child every
+// PJRT call fails at once: destructors' calls are skipped (what they would
+// free goes with the process) and everything else raises, as CUDA does in
+// a child forked after it was initialized.
+
+static atomic_int clients_alive;  // clients whose PJRT client exists
+static atomic_bool forked_child;
+static once_flag fork_once = ONCE_FLAG_INIT;
+
+static void on_fork_child(void) {
+  if (atomic_load(&clients_alive) > 0) atomic_store(&forked_child, true);
+}
+
+static void fork_handler_install(void) { pthread_atfork(NULL, NULL, on_fork_child); }
+
+bool tpu_forked_child(void) {
+  return atomic_load_explicit(&forked_child, memory_order_relaxed);
+}
+
+tpu_status_t tpu_forked_child_error(void) {
+  return tpu_status_make(TPU_CODE_FAILED_PRECONDITION,
+                         "Cannot re-initialize tpu in forked subprocess: the parent "
+                         "process had initialized it, and the device's threads do "
+                         "not survive a fork. To use tpu with multiprocessing, you "
+                         "must use the 'spawn' start method");
+}
 
 //===--- calling PJRT ---===//
 
@@ -45,6 +77,7 @@ tpu_status_t tpu_pjrt_status(const PJRT_Api* api, PJRT_Error* error,
 
 tpu_status_t tpu_pjrt_call_(const PJRT_Api* api, int slot, const char* name,
                             void* args) {
+  if (tpu_forked_child()) return tpu_forked_child_error();
   if (!tpu_pjrt_has(api, slot))
     return tpu_status_make(TPU_CODE_UNIMPLEMENTED,
                            "this PJRT plugin (API 0.%d) has no PJRT_%s",
@@ -265,6 +298,7 @@ static void client_destroy(void* self) {
     PJRT_ARGS(Client_Destroy, a);
     a.client = c->handle;
     tpu_status_ignore(PJRT_CALL(c->api, Client_Destroy, a));
+    atomic_fetch_sub(&clients_alive, 1);
   }
   for (int i = 0; i < c->num_devices; ++i) tpu_free(c->devices[i].kind);
   tpu_free(c->devices);
@@ -384,6 +418,8 @@ tpu_status_t tpu_client_create(const tpu_client_options_t* options,
     s = PJRT_CALL(api, Client_Create, cc);
   }
   if (!s) {
+    call_once(&fork_once, fork_handler_install);
+    atomic_fetch_add(&clients_alive, 1);
     c->handle = cc.client;
     s = client_query(c);
   }
