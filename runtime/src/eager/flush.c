@@ -358,17 +358,26 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
   if (!s && n > 0) {
     // Donation: a parameter whose buffer nobody else holds can be reused for
     // an output of the same type (in-place updates then need no new memory).
-    // Each output takes the first such parameter not taken yet.
+    // An output takes the buffer of the slot it overwrites where it can, so
+    // that XLA updates it in place (given another tensor's buffer while that
+    // tensor's old value is still read, XLA copies to break the swap: the
+    // GPT's first AdamW step had 58 copies, now 11); then the first such
+    // parameter not taken yet.
     donor_taken = tpu_malloc(sizeof(bool) * ((size_t)d->num_params + 1));
     for (int p = 0; donor_taken && p < d->num_params; ++p)
       donor_taken[p] = !donatable(d, d->params[p], out_slots, num_values);
-    for (int o = 0; donor_taken && o < num_values; ++o) {
-      const tpu_type_t* ot = tpu_ir_type(g, outs[o].value);
-      for (int p = 0; p < d->num_params; ++p) {
-        if (donor_taken[p] || !tpu_type_eq(ot, tpu_ir_type(g, tpu_graph_param(g, p)))) continue;
-        outs[o].donor_param = p;
-        donor_taken[p] = true;
-        break;
+    for (int own = 1; own >= 0; --own) {
+      for (int o = 0; donor_taken && o < num_values; ++o) {
+        if (outs[o].donor_param >= 0) continue;
+        const tpu_type_t* ot = tpu_ir_type(g, outs[o].value);
+        for (int p = 0; p < d->num_params; ++p) {
+          if (donor_taken[p] || (own && d->params[p] != out_slots[o]->buffer) ||
+              !tpu_type_eq(ot, tpu_ir_type(g, tpu_graph_param(g, p))))
+            continue;
+          outs[o].donor_param = p;
+          donor_taken[p] = true;
+          break;
+        }
       }
     }
     tpu_hash_t key = tpu_graph_program_hash(g, outs, n, 1);
