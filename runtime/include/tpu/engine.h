@@ -115,7 +115,8 @@ bool tpu_point_reached(tpu_point_t* point);
 // Waits until the point is reached; returns the first error of the
 // executions before it.
 TPU_MUST_USE tpu_status_t tpu_point_wait(tpu_point_t* point);
-// Milliseconds from reaching `start` to reaching `end` (both reached).
+// Milliseconds from reaching `start` to reaching `end` (both reached,
+// `start` first; never negative).
 double tpu_point_elapsed_ms(tpu_point_t* start, tpu_point_t* end);
 void tpu_point_release(tpu_point_t* point);
 

@@ -152,6 +152,13 @@ typedef struct tpu_dev {
   // Cached 0-d inputs for Python numbers.
   struct tpu_scalar_cache* scalars;
   tpu_job_t* jobs;  // flushes run by the compile thread, oldest first
+  // Points (point.c): how many were recorded, the latest-recorded one
+  // reached so far (what it waited for includes what earlier ones wait
+  // for), and the completion callbacks they still expect: an execution's
+  // event is ready a moment before its callbacks have run.
+  uint64_t points_recorded;
+  atomic_uint_least64_t point_reached;
+  atomic_int point_callbacks;
 } tpu_dev_t;
 
 // The process-wide runtime.
@@ -198,6 +205,9 @@ TPU_MUST_USE tpu_status_t tpu_dev_after_op(tpu_dev_t* d, int op);
 void tpu_call_site(char* buf, size_t size);
 // Waits for every execution launched on the device so far.
 TPU_MUST_USE tpu_status_t tpu_dev_wait_all(tpu_dev_t* d);
+// Waits until the points recorded on the device have had the callbacks
+// of the executions that have ended (point.c; any lock may be held).
+void tpu_dev_await_points(tpu_dev_t* d);
 // "the 3 ops recorded from add to mul" (or one op's name), for errors.
 void tpu_dev_describe_ops(const tpu_dev_t* d, char* buf, size_t size);
 // The compile event (see the compile hook) of the graph being flushed.

@@ -296,6 +296,7 @@ tpu_status_t tpu_dev_wait_all(tpu_dev_t* d) {
   d->num_inflight = 0;
   release_donated(d, d->exec_seq);
   tpu_dev_reap(d, true);
+  tpu_dev_await_points(d);
   return first;
 }
 
