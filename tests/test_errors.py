@@ -181,3 +181,27 @@ def test_argument_errors_match_pytorch(name):
     assert type(tpu_err.value) is type(cpu_err.value)
     assert str(tpu_err.value).splitlines()[0] == str(cpu_err.value).splitlines()[0]
     still_works()
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_out_of_memory_raises_and_device_recovers(mode):
+    # 4 TB: more than any device here has. The allocation happens when the
+    # tensor is first written (at the op in strict mode, at the flush in
+    # fused mode); it raises PyTorch's OutOfMemoryError (torch.tpu's name
+    # for it, like torch.cuda's), counts nothing, and the device goes on.
+    with torchtpu.mode(mode):
+        small = torch.empty(10, device="tpu")
+        small.fill_(1.0)  # the same ops once, small: the number 1.0 is cached
+        small[:3].sum().item()
+        del small
+        torch.tpu.synchronize()
+        before = torch.tpu.memory_allocated()
+        with pytest.raises(torch.tpu.OutOfMemoryError, match="Out of memory allocating 4000000000000 bytes"):
+            x = torch.empty(10**12, device="tpu")
+            x.fill_(1.0)
+            x[:3].sum().item()
+        assert torch.tpu.OutOfMemoryError is torch.OutOfMemoryError
+        del x
+        torch.tpu.synchronize()
+        assert torch.tpu.memory_allocated() == before
+        still_works()

@@ -152,6 +152,10 @@ def _is_in_bad_fork() -> bool:
 
 #===--- memory ---===#
 
+# torch.cuda's name for it: what a failed device allocation raises.
+OutOfMemoryError = torch.OutOfMemoryError
+
+
 def memory_stats(device=None) -> dict:
     _lazy_init()
     return _C._memory_stats(_index(device))
