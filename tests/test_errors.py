@@ -196,7 +196,7 @@ def test_out_of_memory_raises_and_device_recovers(mode):
         del small
         torch.tpu.synchronize()
         before = torch.tpu.memory_allocated()
-        with pytest.raises(torch.tpu.OutOfMemoryError, match="Out of memory allocating 4000000000000 bytes"):
+        with pytest.raises(torch.tpu.OutOfMemoryError, match="(?i)out of memory"):
             x = torch.empty(10**12, device="tpu")
             x.fill_(1.0)
             x[:3].sum().item()
