@@ -73,7 +73,9 @@ c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes) {
 tpu_slot_t* slot_of(const c10::Storage& storage) {
   void* ctx = storage.data_ptr().get_context();
   TORCH_CHECK(ctx && storage.data_ptr().get_deleter() == &delete_slot,
-              "this tpu storage has no device memory");
+              "this tpu tensor's memory was not allocated by torchtpu (torch.from_dlpack or "
+              "from_blob of another library's pointer?): tpu tensors are shared through "
+              ".cpu() or .to()");
   return static_cast<tpu_slot_t*>(ctx);
 }
 

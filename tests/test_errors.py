@@ -205,3 +205,22 @@ def test_out_of_memory_raises_and_device_recovers(mode):
         torch.tpu.synchronize()
         assert torch.tpu.memory_allocated() == before
         still_works()
+
+
+def test_dlpack_is_refused_not_misread():
+    # A tpu tensor has no host-addressable memory to share: importing it
+    # through DLPack raises (PyTorch's own message), a tensor made from its
+    # capsule raises at its first use, and a library that only reads host
+    # memory refuses the capsule instead of reading garbage.
+    np = pytest.importorskip("numpy")
+    t = torch.arange(4.0, device="tpu")
+    with pytest.raises(ValueError, match="Unknown device type tpu for Dlpack"):
+        torch.from_dlpack(t)
+    alias = torch.from_dlpack(t.__dlpack__())
+    for use in (alias.cpu, lambda: alias + 1, lambda: alias.add_(1)):
+        with pytest.raises(RuntimeError, match="not allocated by torchtpu"):
+            use()
+    with pytest.raises((RuntimeError, BufferError, ValueError)):
+        np.from_dlpack(t)
+    assert torch.equal(torch.from_dlpack(t.cpu()), torch.arange(4.0))
+    still_works()
