@@ -172,6 +172,8 @@ def test_cuda_style_module_api():
     assert torch.tpu._get_generator(torch.device("tpu:1")).device == torch.device("tpu:1")
     free, total = torch.tpu.mem_get_info()
     assert 0 < free <= total
+    # Code that sizes batches from total_memory (as for CUDA) sees the same total.
+    assert torch.tpu.get_device_properties().total_memory == total
     x = torch.ones(1000, device="tpu")
     summary = torch.tpu.memory_summary()
     assert "allocated_bytes.all.current" in summary and f"{torch.tpu.memory_allocated():,}" in summary

@@ -182,16 +182,21 @@ def empty_cache() -> None:
     """Device buffers are freed as soon as their tensors are; nothing is cached."""
 
 
+def _host_memory():
+    """(available, physical) bytes of the host's memory."""
+    info = dict(line.split(":", 1) for line in open("/proc/meminfo"))
+    kib = lambda key: int(info[key].split()[0]) * 1024  # noqa: E731
+    return kib("MemAvailable"), kib("MemTotal")
+
+
 def mem_get_info(device=None):
     """(free, total) bytes of the device's memory. A device whose plugin
     reports no limit keeps its buffers in host memory (the CPU plugin):
     then the host's available and physical memory."""
-    limit = get_device_properties(device).total_memory
+    limit = get_device_properties(device).memory_limit
     if limit > 0:
         return max(limit - memory_allocated(device), 0), limit
-    info = dict(line.split(":", 1) for line in open("/proc/meminfo"))
-    kib = lambda key: int(info[key].split()[0]) * 1024
-    return kib("MemAvailable"), kib("MemTotal")
+    return _host_memory()
 
 
 def memory_summary(device=None, abbreviated=False) -> str:
@@ -217,7 +222,9 @@ class _DeviceProperties:
         self.plugin = info["plugin"]
         self.pjrt_api = info["pjrt_api"]
         self.stablehlo = info["stablehlo"]
-        self.total_memory = info["memory_limit"]
+        self.memory_limit = info["memory_limit"]  # the plugin's; 0: none reported
+        # As mem_get_info's total: without a limit, the host's memory holds the buffers.
+        self.total_memory = self.memory_limit or _host_memory()[1]
 
     def __repr__(self):
         return (f"_TpuDeviceProperties(name='{self.name}', platform='{self.platform}', "
