@@ -56,6 +56,11 @@ void rng_next(const std::optional<at::Generator>& gen, c10::DeviceIndex device,
 // Seeds every device's default generator, also those created later.
 void manual_seed_all(uint64_t seed);
 
+// torch.tpu.set_sync_debug_mode, as CUDA's: 0 lets the host's reads of
+// device data pass, 1 warns at each, 2 raises.
+void set_sync_debug_mode(int mode);
+int sync_debug_mode();
+
 // Where compilations came from (diagnostics.cpp): a Python line, the first
 // op of the compiled graph, how often, and why it compiled again.
 struct CompileSite {

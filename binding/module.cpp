@@ -128,6 +128,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_initialized", [] { return tpu_runtime_client() != nullptr && !tpu_forked_child(); });
   m.def("_is_in_bad_fork", [] { return tpu_forked_child(); });
   m.def("_manual_seed_all", [](uint64_t seed) { manual_seed_all(seed); });
+  m.def("_set_sync_debug_mode", [](int mode) { set_sync_debug_mode(mode); });
+  m.def("_get_sync_debug_mode", [] { return sync_debug_mode(); });
   m.def("_current_device", [] { return static_cast<int>(current_device()); });
   m.def("_set_device", [](int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); });
   m.def("_synchronize", [](int d) {

@@ -14,6 +14,7 @@
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -23,6 +24,16 @@
 namespace torchtpu {
 
 namespace {
+
+std::atomic<int> sync_mode{0};
+
+// Every read of device data by the host (.item(), .cpu(), printing, a CPU
+// fallback's inputs) waits for the device; sync_debug_mode finds them.
+void host_sync() {
+  int mode = sync_mode.load(std::memory_order_relaxed);
+  TORCH_CHECK(mode != 2, "called a synchronizing tpu operation (a read of device data by the host)");
+  if (mode == 1) TORCH_WARN("called a synchronizing tpu operation (a read of device data by the host)");
+}
 
 //===--- storage, views, copies ---===//
 
@@ -166,6 +177,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   } else {  // device to host
     at::Tensor tmp = at::empty(self.sizes(), self.options().device(c10::kCPU));
     tpu_view_t s = view_of(self);
+    host_sync();
     check(tpu_copy_to_host(&s, tmp.data_ptr(), tmp.nbytes()));
     if (self.is_conj()) tmp = tmp.conj();
     if (self.is_neg()) tmp = tmp._neg_view();
@@ -182,6 +194,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
   at::Tensor tmp = at::empty({}, self.options().device(c10::kCPU));
   tpu_view_t s = view_of(self);
+  host_sync();
   check(tpu_copy_to_host(&s, tmp.data_ptr(), tmp.nbytes()));
   return tmp.item();
 }
@@ -260,5 +273,13 @@ TORCH_LIBRARY_IMPL(aten, Negative, m) {
   m.impl("_copy_from", torch::CppFunction::makeFallthrough());
   m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
+
+void set_sync_debug_mode(int mode) {
+  TORCH_CHECK(mode >= 0 && mode <= 2, "invalid value of debug_mode ", mode,
+              ", expected one of 0 (default), 1 (warn), 2 (error)");
+  sync_mode.store(mode);
+}
+
+int sync_debug_mode() { return sync_mode.load(); }
 
 }  // namespace torchtpu

@@ -277,3 +277,31 @@ def test_module_to_keeps_parameters_and_tied_weights():
     x = torch.zeros(2)
     with pytest.raises(RuntimeError):  # a sparse tensor is still refused
         x.to("tpu").data = torch.zeros(2).to_sparse()
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_sync_debug_mode(mode):
+    # As torch.cuda.set_sync_debug_mode: the host's reads of device data warn
+    # or raise; work that does not read, and synchronize(), pass.
+    assert torch.tpu.get_sync_debug_mode() == 0
+    with torchtpu.mode(mode):
+        x = torch.ones(3, device="tpu") * 2
+        try:
+            torch.tpu.set_sync_debug_mode("warn")
+            assert torch.tpu.get_sync_debug_mode() == 1
+            with pytest.warns(UserWarning, match="synchronizing tpu operation"):
+                assert x.sum().item() == 6
+            torch.tpu.set_sync_debug_mode(2)
+            y = x + 1
+            torch.tpu.synchronize()
+            for read in (y.cpu, lambda: y[0].item(), lambda: str(y)):
+                with pytest.raises(RuntimeError, match="synchronizing tpu operation"):
+                    read()
+            with pytest.raises(RuntimeError, match="invalid value of debug_mode"):
+                torch.tpu.set_sync_debug_mode("loud")
+            with pytest.raises(RuntimeError, match="invalid value of debug_mode"):
+                torch.tpu.set_sync_debug_mode(3)
+            assert torch.tpu.get_sync_debug_mode() == 2
+        finally:
+            torch.tpu.set_sync_debug_mode("default")
+        assert y.cpu().tolist() == [3.0] * 3

@@ -210,6 +210,29 @@ def memory_summary(device=None, abbreviated=False) -> str:
     return "\n".join(lines)
 
 
+#===--- synchronizing operations ---===#
+
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode) -> None:
+    """As torch.cuda's: "default" (0) lets the host's reads of device data
+    pass, "warn" (1) warns at each, "error" (2) raises instead of reading.
+    A read is any wait of the host for a tensor's values: .item(), .cpu(),
+    printing, the inputs of a CPU fallback. torch.tpu.synchronize() is
+    never checked."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, "
+                               "`warn`, `error`")
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    _C._set_sync_debug_mode(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    return _C._get_sync_debug_mode()
+
+
 #===--- properties ---===#
 
 class _DeviceProperties:
