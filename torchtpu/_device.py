@@ -246,8 +246,11 @@ class _DeviceProperties:
         self.pjrt_api = info["pjrt_api"]
         self.stablehlo = info["stablehlo"]
         self.memory_limit = info["memory_limit"]  # the plugin's; 0: none reported
+
+    @property
+    def total_memory(self):
         # As mem_get_info's total: without a limit, the host's memory holds the buffers.
-        self.total_memory = self.memory_limit or _host_memory()[1]
+        return self.memory_limit or _host_memory()[1]
 
     def __repr__(self):
         return (f"_TpuDeviceProperties(name='{self.name}', platform='{self.platform}', "
