@@ -619,8 +619,10 @@ std::deque<torch::Library>& libraries() {
 //===--- the CPU fallback ---===//
 
 static bool fallback_is_error() {
-  const char* v = std::getenv("TORCHTPU_FALLBACK");
-  return v && std::string(v) == "error";
+  tpu_status_t s = TPU_OK;
+  bool error = tpu_env_get(TPU_ENV_FALLBACK, &s) == 1;
+  check(s);
+  return error;
 }
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {

@@ -86,11 +86,43 @@ def test_missing_plugin():
     assert "PJRT plugin not found: /nonexistent/plugin.so" in out.stdout
 
 
-def test_bad_mode_env():
-    env = dict(os.environ, TORCHTPU_MODE="lazy")
-    code = "import torch, torchtpu\ntry:\n    torch.ones(1, device='tpu')\nexcept RuntimeError as e:\n    print(e)\n"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert "TORCHTPU_MODE=lazy" in out.stdout, out.stderr
+@pytest.mark.parametrize("var, value, expected", [
+    ("TORCHTPU_MODE", "lazy", "expected debug, strict or fused"),
+    ("TORCHTPU_LOG", "loud", "expected error, warn, info or debug"),
+    ("TORCHTPU_CACHE_MAX_BYTES", "4G", "expected an integer of at least 0"),
+])
+def test_bad_environment_value_raises_at_first_use(var, value, expected):
+    code = ("import torch, torchtpu\n"
+            "try:\n"
+            "    torch.ones(1, device='tpu')\n"
+            "except RuntimeError as e:\n"
+            "    print(e)\n"
+            "print('alive', torch.ones(2).sum().item())\n")
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **{var: value}),
+                         capture_output=True, text=True)
+    assert f"{var}={value}: {expected}" in out.stdout, out.stderr
+    assert "alive 2.0" in out.stdout
+
+
+def test_cache_dir_that_is_a_file_warns_and_runs(tmp_path):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    code = "import torch, torchtpu\nprint((torch.ones(3, device='tpu') + 1).sum().item())\n"
+    out = subprocess.run([sys.executable, "-c", code],
+                         env=dict(os.environ, TORCHTPU_CACHE_DIR=str(not_a_dir)),
+                         capture_output=True, text=True)
+    assert out.stdout.strip() == "6.0", out.stderr
+    assert f"compile cache on disk disabled: {not_a_dir} is not a directory" in out.stderr
+
+
+def test_misspelt_fallback_setting_is_an_error_not_a_silent_fallback(monkeypatch):
+    x = torch.ones(3, device="tpu")
+    monkeypatch.setenv("TORCHTPU_FALLBACK", "eror")
+    with pytest.raises(RuntimeError, match="TORCHTPU_FALLBACK=eror: expected warn or error"):
+        torch.igamma(x, x)  # no lowering yet: a CPU fallback
+    monkeypatch.setenv("TORCHTPU_FALLBACK", "warn")
+    assert torch.allclose(torch.igamma(x, x).cpu(), torch.igamma(x.cpu(), x.cpu()))
+    still_works()
 
 
 def test_poisoned_result_raises_again_and_device_recovers():

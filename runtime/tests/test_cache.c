@@ -98,8 +98,21 @@ void test_disk_cache(void) {
   CHECK_OK(tpu_cache_create(c, 16, &cache));
   CHECK_ERROR(tpu_cache_get(cache, key, 1, print_program, NULL, &e1, &src),
               TPU_CODE_FAILED_PRECONDITION, "TORCHTPU_ASSERT_NO_COMPILE");
+  // A value it does not take is the error: a typo must not let a compile pass.
+  setenv("TORCHTPU_ASSERT_NO_COMPILE", "true", 1);
+  CHECK_ERROR(tpu_cache_get(cache, key, 1, print_program, NULL, &e1, &src),
+              TPU_CODE_INVALID_ARGUMENT, "TORCHTPU_ASSERT_NO_COMPILE=true: expected 0 or 1");
   tpu_cache_destroy(cache);
   unsetenv("TORCHTPU_ASSERT_NO_COMPILE");
+
+  // A directory that is a file: the cache works, without a disk.
+  setenv("TORCHTPU_CACHE_DIR", path, 1);
+  CHECK_OK(tpu_cache_create(c, 16, &cache));
+  CHECK(tpu_cache_dir(cache) == NULL);
+  CHECK_OK(tpu_cache_get(cache, key, 1, print_program, NULL, &e1, &src));
+  CHECK(src == TPU_CACHE_COMPILED);
+  tpu_executable_release(e1);
+  tpu_cache_destroy(cache);
   unsetenv("TORCHTPU_CACHE_DIR");
   tpu_client_release(c);
   unlink(path);

@@ -1,4 +1,5 @@
 // Every C test, once. The runner (runner.c) expands this list.
+TEST(test_env_values)
 TEST(test_plugin_load)
 TEST(test_plugin_errors)
 TEST(test_roundtrip_dtypes)

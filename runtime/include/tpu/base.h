@@ -1,4 +1,5 @@
-// torchtpu runtime: status objects, the replaceable allocator, hashing, logging.
+// torchtpu runtime: status objects, the replaceable allocator, hashing, logging,
+// environment variables.
 //
 // Status: every function that can fail returns tpu_status_t. NULL (TPU_OK)
 // means success and costs nothing; an error is a heap object holding an
@@ -142,6 +143,35 @@ typedef enum tpu_log_level {
 // The level comes from TORCHTPU_LOG (error|warn|info|debug), default warn.
 tpu_log_level_t tpu_log_level(void);
 void tpu_log(tpu_log_level_t level, const char* fmt, ...) TPU_PRINTF(2, 3);
+
+//===--- environment ---===//
+
+// torchtpu's environment variables that take a number or one of a few
+// words (docs/environment.md). A value that is set but that the variable
+// does not take is an error naming both, never a silent default:
+// tpu_runtime_init checks them all. TORCHTPU_ASSERT_NO_COMPILE and
+// TORCHTPU_FALLBACK are read again where they act (tests set them within a
+// process) and raise there too.
+typedef enum tpu_env {
+  TPU_ENV_MODE,                // debug | strict | fused (tpu_mode_t)
+  TPU_ENV_LOG,                 // error | warn | info | debug (tpu_log_level_t)
+  TPU_ENV_FALLBACK,            // warn | error
+  TPU_ENV_ASSERT_NO_COMPILE,   // 0 | 1
+  TPU_ENV_BACKGROUND_COMPILE,  // 0 | 1
+  TPU_ENV_CPU_DEVICES,
+  TPU_ENV_FUSED_MAX_OPS,
+  TPU_ENV_CACHE_ENTRIES,
+  TPU_ENV_CACHE_MAX_BYTES,
+  TPU_ENV_CACHE_MAX_MAPPINGS,  // default -1: half of vm.max_map_count
+  TPU_ENV_COUNT
+} tpu_env_t;
+
+// The variable's value: its integer, or the index of its word in the list
+// above. Unset or empty: its default. A value it does not take: the default,
+// and *error (when error is not NULL) says why.
+int64_t tpu_env_get(tpu_env_t var, tpu_status_t* error);
+// The first variable whose value is not one it takes, else TPU_OK.
+TPU_MUST_USE tpu_status_t tpu_env_check(void);
 
 #ifdef __cplusplus
 }

@@ -9,14 +9,7 @@
 static tpu_log_level_t level;
 static once_flag level_once = ONCE_FLAG_INIT;
 
-static void read_level(void) {
-  const char* env = getenv("TORCHTPU_LOG");
-  level = TPU_LOG_WARN;
-  if (!env) return;
-  if (!strcmp(env, "error")) level = TPU_LOG_ERROR;
-  if (!strcmp(env, "info")) level = TPU_LOG_INFO;
-  if (!strcmp(env, "debug")) level = TPU_LOG_DEBUG;
-}
+static void read_level(void) { level = (tpu_log_level_t)tpu_env_get(TPU_ENV_LOG, NULL); }
 
 tpu_log_level_t tpu_log_level(void) {
   call_once(&level_once, read_level);

@@ -116,11 +116,6 @@ void tpu_cache_destroy(tpu_cache_t* c) {
   tpu_free(c);
 }
 
-static bool no_compile_allowed(void) {
-  const char* v = getenv("TORCHTPU_ASSERT_NO_COMPILE");
-  return v && *v && strcmp(v, "0") != 0;
-}
-
 const char* tpu_cache_dir(const tpu_cache_t* c) { return tpu_disk_cache_dir(c->disk); }
 
 // Counts the lines of a /proc file (-1 when it cannot be read).
@@ -146,8 +141,8 @@ static long count_lines(const char* path) {
 // cache at what is left. Evicted programs come back from the disk cache
 // without compiling.
 static long mapping_budget(void) {
-  const char* env = getenv("TORCHTPU_CACHE_MAX_MAPPINGS");
-  if (env && *env) return atol(env);
+  long set = (long)tpu_env_get(TPU_ENV_CACHE_MAX_MAPPINGS, NULL);
+  if (set > 0) return set;
   long limit = 0;
   FILE* f = fopen("/proc/sys/vm/max_map_count", "r");
   if (f) {
@@ -232,9 +227,13 @@ tpu_status_t tpu_cache_get(tpu_cache_t* c, tpu_hash_t key, int num_replicas,
   tpu_executable_t* exe = NULL;
   tpu_status_t s = TPU_OK;
   if (c->disk) s = tpu_disk_cache_load(c->disk, c->client, disk_key, num_replicas, &exe);
+  // Read at each compile (tests set it within a process); a value it does
+  // not take is the error, so that a check for no compiles never passes by
+  // a typo.
+  bool forbidden = !s && !exe && tpu_env_get(TPU_ENV_ASSERT_NO_COMPILE, &s);
   if (!s && exe) {
     *source = TPU_CACHE_DISK;
-  } else if (!s && no_compile_allowed()) {
+  } else if (!s && forbidden) {
     tpu_log(TPU_LOG_ERROR, "program compiled under TORCHTPU_ASSERT_NO_COMPILE=1:\n%s", text);
     s = tpu_status_make(TPU_CODE_FAILED_PRECONDITION,
                         "a compilation was requested while TORCHTPU_ASSERT_NO_COMPILE=1");

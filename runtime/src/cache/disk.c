@@ -59,6 +59,12 @@ static tpu_status_t make_dirs(const char* path) {
   if (mkdir(buf, 0755) && errno != EEXIST)
     return tpu_status_make(TPU_CODE_PERMISSION_DENIED, "cannot create %s: %s", buf,
                            strerror(errno));
+  struct stat st;
+  if (stat(buf, &st) || !S_ISDIR(st.st_mode))
+    return tpu_status_make(TPU_CODE_FAILED_PRECONDITION, "%s is not a directory", buf);
+  if (access(buf, W_OK | X_OK))
+    return tpu_status_make(TPU_CODE_PERMISSION_DENIED, "cannot write to %s: %s", buf,
+                           strerror(errno));
   return TPU_OK;
 }
 
@@ -85,8 +91,7 @@ tpu_status_t tpu_disk_cache_open(tpu_hash_t identity, tpu_disk_cache_t** out) {
     tpu_free(c);
     return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "cannot create a mutex");
   }
-  const char* max = getenv("TORCHTPU_CACHE_MAX_BYTES");
-  c->max_bytes = max && *max ? strtoll(max, NULL, 10) : (int64_t)4 << 30;
+  c->max_bytes = tpu_env_get(TPU_ENV_CACHE_MAX_BYTES, NULL);
   *out = c;
   return TPU_OK;
 }

@@ -56,8 +56,7 @@ static void background_init(void) {
 }
 
 bool tpu_background_enabled(void) {
-  const char* v = getenv("TORCHTPU_BACKGROUND_COMPILE");
-  return !v || !*v || strcmp(v, "0") != 0;
+  return tpu_env_get(TPU_ENV_BACKGROUND_COMPILE, NULL) == 1;
 }
 
 static tpu_status_t take_text(void* user, char** text, size_t* size) {

@@ -119,43 +119,21 @@ void tpu_metrics_reset(void) {
 
 //===--- init / shutdown ---===//
 
-static tpu_mode_t mode_from_env(void) {
-  const char* m = getenv("TORCHTPU_MODE");
-  if (m && !strcmp(m, "debug")) return TPU_MODE_DEBUG;
-  if (m && !strcmp(m, "fused")) return TPU_MODE_FUSED;
-  return TPU_MODE_STRICT;
-}
-
-static int64_t env_int(const char* name, int64_t dflt) {
-  const char* v = getenv(name);
-  return v && *v ? strtoll(v, NULL, 10) : dflt;
-}
-
 static tpu_status_t init_locked(void) {
-  const char* mode = getenv("TORCHTPU_MODE");
-  if (mode && *mode && strcmp(mode, "debug") && strcmp(mode, "strict") &&
-      strcmp(mode, "fused"))
-    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
-                           "TORCHTPU_MODE=%s: expected debug, strict or fused",
-                           mode);
-  tpu_mode_set_default(mode_from_env());
-  int64_t n = env_int("TORCHTPU_CPU_DEVICES", 1);
-  if (n < 1 || n > 64)
-    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
-                           "TORCHTPU_CPU_DEVICES=%lld: expected 1 to 64",
-                           (long long)n);
-  tpu_client_options_t o = {NULL, (int)n};
+  TPU_RETURN_IF_ERROR(tpu_env_check());
+  tpu_mode_set_default((tpu_mode_t)tpu_env_get(TPU_ENV_MODE, NULL));
+  tpu_client_options_t o = {NULL, (int)tpu_env_get(TPU_ENV_CPU_DEVICES, NULL)};
   tpu_runtime_t rt;
   memset(&rt, 0, sizeof rt);
   TPU_RETURN_IF_ERROR(tpu_client_create(&o, &rt.client));
   rt.num_devices = tpu_client_device_count(rt.client);
-  rt.flush_cap = env_int("TORCHTPU_FUSED_MAX_OPS", 4096);
+  rt.flush_cap = tpu_env_get(TPU_ENV_FUSED_MAX_OPS, NULL);
   // Each loaded executable holds a few memory mappings of JIT code (XLA
   // CPU: about 6), and a process may have only 65530 (vm.max_map_count);
   // past that, LLVM fails and the plugin crashes. Evicted programs come
   // back from the disk cache without compiling.
   tpu_status_t s = tpu_cache_create(rt.client,
-                                    (size_t)env_int("TORCHTPU_CACHE_ENTRIES", 2048),
+                                    (size_t)tpu_env_get(TPU_ENV_CACHE_ENTRIES, NULL),
                                     &rt.cache);
   if (!s) {
     rt.devices = tpu_calloc((size_t)rt.num_devices, sizeof *rt.devices);
