@@ -38,6 +38,7 @@ struct TpuAllocator final : public c10::DeviceAllocator {
     res.peak = m.peak_bytes_in_use;
     auto& count = stats.allocation[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
     count.allocated = m.num_allocs;
+    stats.num_ooms = m.num_ooms;
     return stats;
   }
   void resetAccumulatedStats(c10::DeviceIndex) override {}

@@ -67,7 +67,11 @@ py::dict memory_stats(int device) {
   py::dict d;
   d["allocated_bytes.all.current"] = m.bytes_in_use;
   d["allocated_bytes.all.peak"] = m.peak_bytes_in_use;
+  // PJRT frees buffers as they die: no memory is held in reserve.
+  d["reserved_bytes.all.current"] = m.bytes_in_use;
+  d["reserved_bytes.all.peak"] = m.peak_bytes_in_use;
   d["allocation.all.allocated"] = m.num_allocs;
+  d["num_ooms"] = m.num_ooms;
   d["bytes_limit"] = m.bytes_limit;
   return d;
 }
@@ -182,6 +186,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_peak_memory_stats", [](int d) {
     ensure_runtime();
     tpu_client_reset_peak(tpu_runtime_client(), d);
+  });
+  m.def("_set_memory_cap", [](int d, int64_t bytes) {
+    ensure_runtime();
+    tpu_client_set_memory_cap(tpu_runtime_client(), d, bytes);
   });
   m.def("_device_info", &device_info);
   m.def("_default_generator", [](int d) {

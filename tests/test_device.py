@@ -305,3 +305,61 @@ def test_sync_debug_mode(mode):
         finally:
             torch.tpu.set_sync_debug_mode("default")
         assert y.cpu().tolist() == [3.0] * 3
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_per_process_memory_fraction(mode):
+    # As torch.cuda's: past the cap an op or a copy raises OutOfMemoryError
+    # before it runs; what existed is intact, in-place updates still fit, and
+    # a training step fits under a cap at its own peak.
+    total = torch.tpu.get_device_properties().total_memory
+    assert torch.tpu.get_per_process_memory_fraction() == 1.0
+    with pytest.raises(TypeError, match="must be `float`"):
+        torch.tpu.set_per_process_memory_fraction(1)
+    with pytest.raises(ValueError, match="Allowed range: 0~1"):
+        torch.tpu.set_per_process_memory_fraction(1.5)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    model = model.to("tpu")
+    opt = torch.optim.AdamW(model.parameters())
+    data = torch.randn(64, 64, device="tpu")
+
+    def step():
+        opt.zero_grad(True)
+        model(data).square().mean().backward()
+        opt.step()
+        torch.tpu.synchronize()
+
+    with torchtpu.mode(mode):
+        try:
+            x = torch.ones(256, 1024, device="tpu")  # 1 MiB
+            torch.tpu.synchronize()
+            ooms = torch.tpu.memory_stats()["num_ooms"]
+            fraction = (torch.tpu.memory_allocated() + (3 << 19)) / total  # 1.5 MiB more
+            torch.tpu.set_per_process_memory_fraction(fraction)
+            assert torch.tpu.get_per_process_memory_fraction() == fraction
+            y = x * 2  # 1 MiB: fits
+            assert y.sum().item() == 2 * 256 * 1024
+            with pytest.raises(torch.OutOfMemoryError,
+                               match="tpu:0 out of memory: tried to allocate 1.00 MiB"):
+                z = x + y  # kept: fused mode materializes it too
+                z.sum().item()
+            with pytest.raises(torch.OutOfMemoryError, match="tried to allocate 4.00 MiB"):
+                torch.randn(1 << 20).to("tpu")
+            assert torch.tpu.memory_stats()["num_ooms"] == ooms + 2
+            assert x.sum().item() == 256 * 1024 and y.sum().item() == 2 * 256 * 1024
+            x.mul_(3)  # reuses x's memory
+            assert x[0, 0].item() == 3
+            del x, y
+            torch.tpu.set_per_process_memory_fraction(1.0)
+            for _ in range(3):
+                step()
+            torch.tpu.reset_peak_memory_stats()
+            step()
+            # strict mode keeps a donor that a running op still reads: its peak varies
+            torch.tpu.set_per_process_memory_fraction(1.25 * torch.tpu.max_memory_allocated() / total)
+            before = [p.detach().cpu() for p in model.parameters()]
+            step()
+            assert any(not torch.equal(b, p.cpu()) for b, p in zip(before, model.parameters()))
+        finally:
+            torch.tpu.set_per_process_memory_fraction(1.0)
+        assert (torch.ones(1 << 20, device="tpu") + 1).sum().item() == 2 * (1 << 20)

@@ -169,8 +169,12 @@ def max_memory_allocated(device=None) -> int:
     return memory_stats(device)["allocated_bytes.all.peak"]
 
 
-memory_reserved = memory_allocated
-max_memory_reserved = max_memory_allocated
+def memory_reserved(device=None) -> int:
+    return memory_stats(device)["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(device=None) -> int:
+    return memory_stats(device)["reserved_bytes.all.peak"]
 
 
 def reset_peak_memory_stats(device=None) -> None:
@@ -197,6 +201,32 @@ def mem_get_info(device=None):
     if limit > 0:
         return max(limit - memory_allocated(device), 0), limit
     return _host_memory()
+
+
+_memory_fractions = {}  # device index -> the fraction set; 1.0 when never set
+
+
+def set_per_process_memory_fraction(fraction, device=None) -> None:
+    """Caps what this process may allocate on the device at `fraction` of
+    its total memory (get_device_properties().total_memory), as torch.cuda's
+    does: an op or a copy to the device whose new memory would pass the cap
+    raises torch.OutOfMemoryError before it runs, leaving its inputs as they
+    were. (In fused mode the error comes at the flush, and the ops recorded
+    since the previous one are lost, as with any graph that fails.)"""
+    _lazy_init()
+    index = _index(device)
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    total = get_device_properties(index).total_memory
+    _C._set_memory_cap(index, 0 if fraction == 1 else max(int(fraction * total), 1))
+    _memory_fractions[index] = fraction
+
+
+def get_per_process_memory_fraction(device=None) -> float:
+    _lazy_init()
+    return _memory_fractions.get(_index(device), 1.0)
 
 
 def memory_summary(device=None, abbreviated=False) -> str:

@@ -159,6 +159,28 @@ void test_transfer_too_small(void) {
   tpu_client_release(c);
 }
 
+// A memory cap refuses a transfer that would pass it, before it is made.
+void test_memory_cap(void) {
+  tpu_client_t* c = test_client(1);
+  float a[6] = {0};
+  int64_t dims[1] = {6};
+  tpu_buffer_t *b, *more = NULL;
+  CHECK_OK(tpu_buffer_from_host(c, 0, TPU_F32, dims, 1, a, NULL, &b));
+  tpu_memory_stats_t m;
+  tpu_client_memory_stats(c, 0, &m);
+  tpu_client_set_memory_cap(c, 0, m.bytes_in_use + 20);
+  CHECK_ERROR(tpu_buffer_from_host(c, 0, TPU_F32, dims, 1, a, NULL, &more),
+              TPU_CODE_RESOURCE_EXHAUSTED, "tpu:0 out of memory: tried to allocate 24 bytes");
+  CHECK(more == NULL);
+  tpu_client_memory_stats(c, 0, &m);
+  CHECK(m.num_ooms == 1 && m.bytes_cap > 0);
+  tpu_client_set_memory_cap(c, 0, 0);
+  CHECK_OK(tpu_buffer_from_host(c, 0, TPU_F32, dims, 1, a, NULL, &more));
+  tpu_buffer_release(more);
+  tpu_buffer_release(b);
+  tpu_client_release(c);
+}
+
 // A program whose argument 0 aliases its result: executing it donates the
 // argument (it becomes unreadable) unless the call keeps it.
 void test_donation_and_keep(void) {

@@ -70,10 +70,22 @@ typedef struct tpu_memory_stats {
   int64_t peak_bytes_in_use;  // since the last reset
   int64_t num_allocs;
   int64_t bytes_limit;        // from the plugin when it reports one, else 0
+  int64_t bytes_cap;          // tpu_client_set_memory_cap's, else 0
+  int64_t num_ooms;           // allocations refused: past the cap, or by the plugin
 } tpu_memory_stats_t;
 void tpu_client_memory_stats(tpu_client_t* client, int device,
                              tpu_memory_stats_t* out_stats);
 void tpu_client_reset_peak(tpu_client_t* client, int device);
+// Caps what this process may hold on `device` (torch.cuda's memory
+// fraction): a transfer or an execution whose new buffers would take
+// bytes_in_use past `bytes` fails with RESOURCE_EXHAUSTED before it starts,
+// so nothing is lost. 0: no cap (the default).
+void tpu_client_set_memory_cap(tpu_client_t* client, int device, int64_t bytes);
+// TPU_OK when `bytes` more fit under the device's cap; else the error, and
+// an out-of-memory counted.
+TPU_MUST_USE tpu_status_t tpu_client_fits(tpu_client_t* client, int device, int64_t bytes);
+// Counts an allocation the plugin refused (RESOURCE_EXHAUSTED).
+void tpu_client_note_oom(tpu_client_t* client, int device);
 
 //===--- buffers ---===//
 

@@ -220,6 +220,19 @@ static void uncount_donations(tpu_dev_t* d, const tpu_program_output_t* outs, in
   }
 }
 
+// The bytes an execution's outputs take beyond the donations they reuse.
+static int64_t new_bytes(tpu_dev_t* d, const tpu_program_output_t* outs, int n, int num_values,
+                         const int64_t* keep, int num_keep) {
+  int64_t bytes = 0;
+  for (int o = 0; o < n; ++o) {
+    const tpu_type_t* t = tpu_ir_type(d->graph, outs[o].value);
+    bytes += tpu_type_numel(t) * (int64_t)tpu_dtype_size(t->dtype);
+    tpu_buffer_t* b = o < num_values ? donation(d, &outs[o], keep, num_keep) : NULL;
+    if (b) bytes -= (int64_t)tpu_buffer_nbytes(b);
+  }
+  return bytes;
+}
+
 // Holds the buffers that the execution just launched took as donations
 // until it ends; see tpu_dev_t.donated.
 static void hold_donated(tpu_dev_t* d, const tpu_program_output_t* outs, int n,
@@ -410,15 +423,22 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
       release_donated(d, finished);
       int num_keep = keep && !later && tpu_mode_get() != TPU_MODE_FUSED
                          ? busy_donors(d, finished, outs, num_values, keep) : 0;  // none: only slower
-      uncount_donations(d, outs, num_values, keep, num_keep);
-      if (later) {
-        s = tpu_dev_launch_later(d, key, exe, outs, n, results, &done);
-      } else {
-        s = name_ops(d, "running",
-                     tpu_executable_execute(exe, d->index, d->params, d->num_params, keep,
-                                            num_keep, results, n, wait ? NULL : &done));
+      // Past the process's memory cap the graph fails here, before it changes anything.
+      s = name_ops(d, "running", tpu_client_fits(tpu_rt()->client, d->index,
+                                                  new_bytes(d, outs, n, num_values, keep, num_keep)));
+      if (s) {
         tpu_executable_release(exe);
-        tpu_metric_add(TPU_M_EXECUTIONS, 1);
+      } else {
+        uncount_donations(d, outs, num_values, keep, num_keep);
+        if (later) {
+          s = tpu_dev_launch_later(d, key, exe, outs, n, results, &done);
+        } else {
+          s = name_ops(d, "running",
+                       tpu_executable_execute(exe, d->index, d->params, d->num_params, keep,
+                                              num_keep, results, n, wait ? NULL : &done));
+          tpu_executable_release(exe);
+          tpu_metric_add(TPU_M_EXECUTIONS, 1);
+        }
       }
       if (!s) hold_donated(d, outs, num_values, keep, num_keep);
       if (keep != small_keep) tpu_free(keep);

@@ -131,6 +131,9 @@ tpu_status_t tpu_buffer_from_host(tpu_client_t* c, int device,
     if (dims[i] < 0)
       return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                              "negative dimension %lld", (long long)dims[i]);
+  int64_t nbytes = (int64_t)tpu_dtype_size(dtype);
+  for (int i = 0; i < rank; ++i) nbytes *= dims[i];
+  TPU_RETURN_IF_ERROR(tpu_client_fits(c, device, nbytes));
   PJRT_ARGS(Client_BufferFromHostBuffer, a);
   a.client = c->handle;
   a.data = data;
@@ -143,6 +146,7 @@ tpu_status_t tpu_buffer_from_host(tpu_client_t* c, int device,
   a.host_buffer_semantics = PJRT_HOST_IMMUTABLE_ONLY_DURING_CALL;
   a.device = c->devices[device].handle;
   tpu_status_t s = PJRT_CALL(c->api, Client_BufferFromHostBuffer, a);
+  if (tpu_status_code(s) == TPU_CODE_RESOURCE_EXHAUSTED) tpu_client_note_oom(c, device);
   if (s) return s;
   tpu_pjrt_event_destroy(c->api, a.done_with_host_buffer);
   return tpu_buffer_wrap(c, device, a.buffer, out);
@@ -232,6 +236,7 @@ tpu_status_t tpu_buffer_copy_to_device(tpu_buffer_t* b, int device,
                            "device %d out of range (%d devices)", device,
                            c->num_devices);
   TPU_RETURN_IF_ERROR(tpu_buffer_settle(b));
+  TPU_RETURN_IF_ERROR(tpu_client_fits(c, device, (int64_t)b->nbytes));
   PJRT_ARGS(Buffer_CopyToDevice, a);
   a.buffer = b->handle;
   a.dst_device = c->devices[device].handle;

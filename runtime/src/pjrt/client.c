@@ -460,12 +460,51 @@ void tpu_client_memory_stats(tpu_client_t* c, int device,
   out->bytes_in_use = atomic_load(&d->bytes_in_use);
   out->peak_bytes_in_use = atomic_load(&d->peak_bytes);
   out->num_allocs = atomic_load(&d->num_allocs);
+  out->bytes_cap = atomic_load(&d->bytes_cap);
+  out->num_ooms = atomic_load(&d->num_ooms);
   // Plugins that track memory (GPU, TPU) report a limit; the CPU one does not.
   PJRT_ARGS(Device_MemoryStats, ms);
   ms.device = d->handle;
   tpu_status_t s = PJRT_CALL(c->api, Device_MemoryStats, ms);
   if (!s && ms.bytes_limit_is_set) out->bytes_limit = ms.bytes_limit;
   tpu_status_ignore(s);
+}
+
+void tpu_client_set_memory_cap(tpu_client_t* c, int device, int64_t bytes) {
+  if (device >= 0 && device < c->num_devices)
+    atomic_store(&c->devices[device].bytes_cap, bytes > 0 ? bytes : 0);
+}
+
+void tpu_client_note_oom(tpu_client_t* c, int device) {
+  if (device >= 0 && device < c->num_devices) atomic_fetch_add(&c->devices[device].num_ooms, 1);
+}
+
+static void human_bytes(int64_t bytes, char out[32]) {
+  static const char* const units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) {
+    snprintf(out, 32, "%lld bytes", (long long)bytes);
+    return;
+  }
+  double v = (double)bytes / 1024;
+  int u = 0;
+  while (v >= 1024 && u < 3) v /= 1024, ++u;
+  snprintf(out, 32, "%.2f %s", v, units[u]);
+}
+
+tpu_status_t tpu_client_fits(tpu_client_t* c, int device, int64_t bytes) {
+  if (device < 0 || device >= c->num_devices || bytes <= 0) return TPU_OK;
+  tpu_device_info_t* d = &c->devices[device];
+  int64_t cap = atomic_load(&d->bytes_cap), in_use = atomic_load(&d->bytes_in_use);
+  if (!cap || in_use + bytes <= cap) return TPU_OK;
+  atomic_fetch_add(&d->num_ooms, 1);
+  char want[32], held[32], limit[32];
+  human_bytes(bytes, want);
+  human_bytes(in_use, held);
+  human_bytes(cap, limit);
+  return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED,
+                         "tpu:%d out of memory: tried to allocate %s with %s allocated; "
+                         "this process may allocate %s (its memory fraction)",
+                         device, want, held, limit);
 }
 
 void tpu_client_reset_peak(tpu_client_t* c, int device) {

@@ -378,6 +378,8 @@ static tpu_status_t execute(tpu_executable_t* e, PJRT_Device* device,
     PJRT_Event* done[16] = {0};
     if (out_done && num_devices == 1) a.device_complete_events = done;
     s = PJRT_CALL(api, LoadedExecutable_Execute, a);
+    if (tpu_status_code(s) == TPU_CODE_RESOURCE_EXHAUSTED)
+      for (int d = 0; d < num_devices; ++d) tpu_client_note_oom(e->client, devices[d]);
     if (!s && done[0]) {
       *out_done = tpu_malloc(sizeof **out_done);
       if (*out_done) **out_done = (tpu_event_t){api, done[0], NULL};

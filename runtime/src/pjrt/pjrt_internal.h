@@ -47,6 +47,8 @@ typedef struct tpu_device_info {
   PJRT_Device* handle;
   char* kind;
   atomic_llong bytes_in_use, peak_bytes, num_allocs;
+  atomic_llong bytes_cap;  // see tpu_client_set_memory_cap; 0: none
+  atomic_llong num_ooms;
 } tpu_device_info_t;
 
 struct tpu_client {
