@@ -16,7 +16,8 @@ from torchtpu.perflab import harness, report, runner, suite_coverage, suite_ops
 from torchtpu.perflab.harness import Stats
 
 ROOT = Path(__file__).resolve().parents[1]
-TPU_IMPLS = ["tpu-strict", "tpu-fused", "tpu-debug"]
+MODES = ["tpu-strict", "tpu-fused", "tpu-debug"]  # dispatch's tpu implementations
+TPU_IMPLS = MODES + ["tpu-compiled"]  # the models suite's
 
 
 @pytest.fixture(scope="module")
@@ -84,10 +85,10 @@ def test_dispatch_figures(run_doc):
     doc, _ = run_doc
     reps = doc["suites"]["dispatch"]["config"]["reps"]
     for op in ("add", "mul", "matmul", "sum", "index_select", "sum_item"):
-        for impl in ["cpu-eager"] + TPU_IMPLS:
+        for impl in ["cpu-eager"] + MODES:
             r = _rec(doc, f"dispatch/{op}/{impl}/us_per_op")
             assert r["status"] == "ok" and r["value"] > 0 and r["stats"]["n"] == reps
-        for impl in TPU_IMPLS:
+        for impl in MODES:
             assert _rec(doc, f"dispatch/{op}/{impl}/fallbacks_per_op")["value"] >= 0
     # Counted, not assumed: no fallback for add today, one per op for a
     # fallback op reported as such.
@@ -139,6 +140,12 @@ def test_pipelined_training_counts_per_step(run_doc):
         ten = _rec(doc, f"models/MLP-train-pipelined/{impl}/executions_per_step")["value"]
         assert one > 0 and ten == pytest.approx(one)
     assert _rec(doc, "models/MLP-train-pipelined/tpu-fused/host_syncs_per_step")["value"] == 0
+    # torch.compile's graphs join fused mode's: the same programs per step.
+    for kind in ("train", "train-pipelined"):
+        compiled = _rec(doc, f"models/MLP-{kind}/tpu-compiled/step_ms")["extra"]
+        assert compiled["mode"] == "fused"
+        assert (_rec(doc, f"models/MLP-{kind}/tpu-compiled/executions_per_step")["value"]
+                == _rec(doc, f"models/MLP-{kind}/tpu-fused/executions_per_step")["value"])
     rats = {r["id"] for r in doc["ratios"]}
     assert "models/MLP-train-pipelined/ratio/tpu-fused/cpu-eager" in rats
 

@@ -6,8 +6,8 @@ from pathlib import Path
 from torchtpu.perflab.suite_models import PAIRS
 from torchtpu.perflab.suite_ops import BENCHES
 
-MODEL_IMPLS = ("tpu-strict", "tpu-fused", "tpu-debug", "cpu-eager", "cpu-inductor", "cuda-eager",
-               "jax")
+MODEL_IMPLS = ("tpu-strict", "tpu-fused", "tpu-compiled", "tpu-debug", "cpu-eager", "cpu-inductor",
+               "cuda-eager", "jax")
 MODEL_KINDS = ("forward", "train", "train-pipelined")
 PAIRED_RATIOS = tuple(f"{a}/{b}" for a, b in PAIRS)
 
@@ -245,7 +245,7 @@ def _md_models(doc, recs, rats):
            + ", ".join(f"{m} {v}" for m, v in c["shapes"].items())
            + f"; PyTorch CPU threads {c.get('torch_threads', 'default')})", ""]
     ratio_names = ["tpu-fused/tpu-strict", "tpu-strict/cpu-eager", "tpu-fused/cpu-eager",
-                   "tpu-debug/cpu-eager", "cpu-inductor/cpu-eager", "tpu-strict/cuda-eager",
+                   "tpu-compiled/cpu-eager", "tpu-debug/cpu-eager", "cpu-inductor/cpu-eager", "tpu-strict/cuda-eager",
                    "tpu-fused/cuda-eager"]
     ratio_names = [n for n in ratio_names if any(r.endswith("/ratio/" + n) for r in rats)]
     header = ["model"] + impls + ratio_names

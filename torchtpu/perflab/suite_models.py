@@ -65,11 +65,18 @@ SUITE = "models"
 MODELS = ("MLP", "CNN", "GPT")
 KINDS = ("forward", "train", "train-pipelined")
 STEPS_PER_SYNC = {"train-pipelined": 10}  # else 1
-IMPLS = ("tpu-strict", "tpu-fused", "tpu-debug", "cpu-eager", "cpu-inductor", "cuda-eager")
+IMPLS = ("tpu-strict", "tpu-fused", "tpu-compiled", "tpu-debug", "cpu-eager", "cpu-inductor",
+         "cuda-eager")
 
 
 def _device(impl):
     return "tpu" if impl.startswith("tpu-") else "cuda" if impl == "cuda-eager" else "cpu"
+
+
+def _mode(impl):
+    """The torchtpu mode of a tpu implementation: tpu-compiled runs its
+    compiled graphs and the optimizer step in fused mode."""
+    return "fused" if impl == "tpu-compiled" else impl.split("-", 1)[1]
 
 
 def shapes(quick, tiny):
@@ -161,8 +168,8 @@ def bench_one(name, impl, kind, shape, reps, max_warmup):
     model, inputs, loss_fn = build(name, shape, device)
     out["params"] = sum(p.numel() for p in model.parameters())
     runner = model
-    if impl == "cpu-inductor":
-        runner = torch.compile(model, backend="inductor")
+    if impl in ("cpu-inductor", "tpu-compiled"):
+        runner = torch.compile(model, backend="inductor" if impl == "cpu-inductor" else "tpu")
     phases = {}
     step = _step_fn(kind, model, runner, inputs, loss_fn, phases)
     if sync:
@@ -266,7 +273,7 @@ def _block_sampler(name, impl, kind, shape, block_steps, max_warmup):
     import torchtpu
 
     device = _device(impl)
-    mode = impl.split("-", 1)[1] if device == "tpu" else None
+    mode = _mode(impl) if device == "tpu" else None
     sync = {"tpu": harness.tpu_sync, "cuda": torch.cuda.synchronize}.get(device)
     if mode:  # the mode is process-wide: each block sets its own
         torchtpu.set_mode(mode)
@@ -340,7 +347,7 @@ def worker(job):
     tpu = paired or job["impl"].startswith("tpu-")
     previous = torchtpu.get_mode()
     if not paired and tpu:
-        torchtpu.set_mode(job["impl"].split("-", 1)[1])
+        torchtpu.set_mode(_mode(job["impl"]))
     try:
         for kind in job["kinds"]:
             try:

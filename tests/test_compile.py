@@ -1,0 +1,153 @@
+"""torch.compile(backend="tpu"): each captured graph, forward and backward,
+runs as one fused program and gives what eager mode gives."""
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torchtpu
+from torchtpu.perflab import models
+
+
+def counters():
+    m = torchtpu.metrics()
+    return m["executions"], m["compiles"]
+
+
+def train(model, loss_fn, steps):
+    # SGD: AdamW would turn the rounding noise in the gradient of a bias
+    # that batch norm follows (zero in exact arithmetic) into whole steps.
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("name", ["MLP", "CNN", "GPT"])
+def test_compiled_training_matches_eager(name):
+    if name == "MLP":
+        net, x, y = models.MLP(), torch.randn(8, 64), torch.randint(0, 10, (8,))
+    elif name == "CNN":
+        net, x, y = models.CNN(), torch.randn(2, 3, 16, 16), torch.randint(0, 10, (2,))
+    else:
+        net = models.GPT(vocab=32, dim=32, heads=2, layers=1, block=8)
+        x, y = torch.randint(0, 32, (2, 8)), torch.randint(0, 32, (2, 8))
+    x, y = x.tpu(), y.tpu()
+    eager = net.tpu()
+    compiled = copy.deepcopy(eager)
+    run = torch.compile(compiled, backend="tpu")
+    if name == "GPT":
+        step_eager, step_compiled = (lambda: eager(x, y)[1]), (lambda: run(x, y)[1])
+    else:
+        step_eager = lambda: F.cross_entropy(eager(x), y)  # noqa: E731
+        step_compiled = lambda: F.cross_entropy(run(x), y)  # noqa: E731
+    expected = train(eager, step_eager, 3)
+    got = train(compiled, step_compiled, 3)
+    assert got == pytest.approx(expected, rel=1e-4, abs=1e-5)
+    assert expected[-1] < expected[0]  # it trained
+    for (pname, a), b in zip(eager.named_parameters(), compiled.parameters()):
+        torch.testing.assert_close(b.cpu(), a.cpu(), rtol=1e-4, atol=1e-5, msg=pname)
+    for a, b in zip(eager.buffers(), compiled.buffers()):  # batch norm's running statistics
+        torch.testing.assert_close(b.cpu(), a.cpu(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("outside", ["strict", "fused", "debug"])
+def test_forward_and_backward_are_one_program_each(outside):
+    # In fused mode they join the graph being recorded instead, which the
+    # end of backward() launches: one program for both.
+    fused = outside == "fused"
+    lin1, lin2 = torch.nn.Linear(16, 32).tpu(), torch.nn.Linear(32, 4).tpu()
+
+    def loss_of(x, y):
+        return F.cross_entropy(lin2(torch.relu(lin1(x))).tanh(), y)
+
+    compiled = torch.compile(loss_of, backend="tpu")
+    x, y = torch.randn(8, 16).tpu(), torch.randint(0, 4, (8,)).tpu()
+    with torchtpu.mode(outside):
+        compiled(x, y).backward()  # traces, compiles
+        for p in (*lin1.parameters(), *lin2.parameters()):
+            p.grad = None
+        seed = torch.ones((), device="tpu")  # made here: backward() would make it in the count
+        torch.tpu.synchronize()
+        runs, compiles = counters()
+        loss = compiled(x, y)
+        assert counters() == (runs + (0 if fused else 1), compiles)  # nine ops, one program
+        assert torchtpu.get_mode() == outside  # the graph's own mode is fused
+        loss.backward(seed)  # the gradients are taken, not added: no op of their own
+        assert counters() == (runs + (1 if fused else 2), compiles)
+    params = (lin1.weight, lin1.bias, lin2.weight, lin2.bias)
+    grads = [p.grad.cpu() for p in params]
+    lin1.cpu(), lin2.cpu()
+    for p in params:
+        p.grad = None
+    expected = loss_of(x.cpu(), y.cpu())
+    expected.backward()
+    torch.testing.assert_close(loss.cpu(), expected.detach())
+    for p, g in zip(params, grads):
+        torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-6)
+
+
+def test_graph_break_runs_each_side_as_its_own_program():
+    def f(x):
+        y = (x * 2).sin()
+        torch._dynamo.graph_break()
+        return (y + 1).cos().sum(0)
+
+    x = torch.randn(5, 3)
+    run = torch.compile(f, backend="tpu")
+    torch.testing.assert_close(run(x.tpu()).cpu(), f(x))  # traces
+    torch.tpu.synchronize()
+    runs, compiles = counters()
+    torch.testing.assert_close(run(x.tpu()).cpu(), f(x))
+    assert counters() == (runs + 2, compiles)
+
+
+def test_inference_and_a_new_batch_size():
+    net = models.MLP().tpu().eval()
+    run = torch.compile(net, backend="tpu")
+    with torch.no_grad():
+        for batch in (4, 7, 5):  # the second size makes Dynamo's graph dynamic
+            x = torch.randn(batch, 64)
+            torch.testing.assert_close(run(x.tpu()).cpu(), net.cpu()(x), rtol=1e-5, atol=1e-5)
+            net.tpu()
+
+
+def test_in_place_update_of_an_input_reaches_the_caller():
+    @torch.compile(backend="tpu")
+    def bump(x, y):
+        x.add_(y)
+        return x.sum()
+
+    x, y = torch.randn(6), torch.randn(6)
+    tx = x.tpu()
+    total = bump(tx, y.tpu())
+    torch.testing.assert_close(tx.cpu(), x + y)
+    torch.testing.assert_close(total.cpu(), (x + y).sum())
+
+
+def test_mismatched_inputs_raise_and_leave_the_mode():
+    @torch.compile(backend="tpu")
+    def product(a, b):
+        return a @ b
+
+    before = torchtpu.get_mode()
+    with pytest.raises(RuntimeError, match="size|shape"):
+        product(torch.randn(3, 4).tpu(), torch.randn(5, 2).tpu())
+    assert torchtpu.get_mode() == before
+    with pytest.raises(RuntimeError, match="device"):
+        product(torch.randn(3, 4).tpu(), torch.randn(4, 2))
+    a, b = torch.randn(3, 4), torch.randn(4, 2)
+    torch.testing.assert_close(product(a.tpu(), b.tpu()).cpu(), a @ b)  # still usable
+
+
+@pytest.mark.parametrize("kwargs", [{"mode": "max-autotune"}, {"options": {"trace.enabled": True}}])
+def test_inductor_settings_are_refused(kwargs):
+    run = torch.compile(lambda x: x + 1, backend="tpu", **kwargs)
+    with pytest.raises(Exception, match="backend='tpu'"):
+        run(torch.ones(2).tpu())
