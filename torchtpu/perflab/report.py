@@ -245,8 +245,8 @@ def _md_models(doc, recs, rats):
            + ", ".join(f"{m} {v}" for m, v in c["shapes"].items())
            + f"; PyTorch CPU threads {c.get('torch_threads', 'default')})", ""]
     ratio_names = ["tpu-fused/tpu-strict", "tpu-strict/cpu-eager", "tpu-fused/cpu-eager",
-                   "tpu-compiled/cpu-eager", "tpu-debug/cpu-eager", "cpu-inductor/cpu-eager", "tpu-strict/cuda-eager",
-                   "tpu-fused/cuda-eager"]
+                   "tpu-compiled/cpu-eager", "tpu-debug/cpu-eager", "cpu-inductor/cpu-eager",
+                   "tpu-strict/cuda-eager", "tpu-fused/cuda-eager"]
     ratio_names = [n for n in ratio_names if any(r.endswith("/ratio/" + n) for r in rats)]
     header = ["model"] + impls + ratio_names
     rows = []
