@@ -6,10 +6,12 @@
 // by one. Here 4-D attention without dropout goes to
 // _scaled_dot_product_fused_attention_overrideable, whose kernel runs the
 // op table's `sdpa` row (one program, runtime/src/lower/lower_attention.c);
-// its autograd formula calls ..._overrideable_backward, an ordinary row.
+// its autograd formula calls ..._overrideable_backward, the `sdpa_backward`
+// row. Both kernels lay their results out as PyTorch's meta kernels do.
 // Dropout and other ranks keep PyTorch's math path (whose ops are lowered
-// too). The kernel lives here only because the schema returns two SymInts,
-// which the generic row kernel does not produce. Also here: the kernels of
+// too). The kernels live here because the forward's schema returns two
+// SymInts, which the generic row kernel does not produce, and because their
+// results' layout follows the inputs'. Also here: the kernels of
 // nn.MultiheadAttention's and nn.TransformerEncoder's inference fast path.
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
@@ -20,6 +22,7 @@
 #include <ATen/ops/_transformer_encoder_layer_fwd_native.h>
 #include <torch/library.h>
 
+#include <array>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -84,11 +87,53 @@ sdpa_overrideable(const at::Tensor& query, const at::Tensor& key, const at::Tens
                                     .boolean(is_causal)
                                     .boolean(return_debug_mask)
                                     .optional_real(scale)
+                                    .result_like(query)
                                     .run();
   TORCH_CHECK(out.size() == 2, "tpu: sdpa made ", out.size(), " results");
-  // (no variable-length batches, no dropout RNG state, no debug mask)
+  // No variable-length batches, no debug mask. The dropout RNG's seed and
+  // offset are 0-d tensors, as the meta kernel says (a compiled graph saves
+  // them for the backward), on the CPU as CUDA's flash attention keeps them;
+  // without dropout nothing reads them.
+  at::Tensor seed = at::zeros({}, at::kLong), offset = at::zeros({}, at::kLong);
   return {out[0], out[1], at::Tensor(), at::Tensor(), c10::SymInt(query.size(2)),
-          c10::SymInt(key.size(2)), at::Tensor(), at::Tensor(), at::Tensor()};
+          c10::SymInt(key.size(2)), seed, offset, at::Tensor()};
+}
+
+// The gradients are laid out as the meta kernel lays them out (like the
+// inputs), which compiled graphs count on: a traced backward views them.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_backward(
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
+    const at::Tensor& value, const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask,
+    const at::Tensor& out, const at::Tensor& logsumexp, const at::Tensor& /*cum_seq_q*/,
+    const at::Tensor& /*cum_seq_k*/, c10::SymInt max_q, c10::SymInt max_k, double dropout_p,
+    bool is_causal, const at::Tensor& /*philox_seed*/, const at::Tensor& /*philox_offset*/,
+    std::optional<double> scale) {
+  static const int row = row_id("sdpa_backward");
+  std::vector<at::Tensor> g = RowCall(row, query.device().index())
+                                  .tensor(grad_out)
+                                  .tensor(query)
+                                  .tensor(key)
+                                  .tensor(value)
+                                  .optional_tensor(attn_bias)
+                                  .booleans(grad_input_mask)
+                                  .tensor(out)
+                                  .tensor(logsumexp)
+                                  .optional_tensor(std::nullopt)  // cum_seq_q: unused
+                                  .optional_tensor(std::nullopt)  // cum_seq_k
+                                  .integer(max_q.guard_int(__FILE__, __LINE__))
+                                  .integer(max_k.guard_int(__FILE__, __LINE__))
+                                  .real(dropout_p)
+                                  .boolean(is_causal)
+                                  .optional_tensor(std::nullopt)  // the seed: no dropout
+                                  .optional_tensor(std::nullopt)  // the offset
+                                  .optional_real(scale)
+                                  .result_like(query)
+                                  .result_like(key)
+                                  .result_like(value)
+                                  .result_like(attn_bias)
+                                  .run();
+  TORCH_CHECK(g.size() == 4, "tpu: sdpa_backward made ", g.size(), " results");
+  return {g[0], g[1], g[2], g[3]};
 }
 
 // tpu has no nested tensors. nn.TransformerEncoder asks for one in eval
@@ -114,6 +159,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_sdp_choice", TORCH_FN(torchtpu::fused_sdp_choice));
   m.impl("_scaled_dot_product_fused_attention_overrideable",
          TORCH_FN(torchtpu::sdpa_overrideable));
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward",
+         TORCH_FN(torchtpu::sdpa_overrideable_backward));
   m.impl("_nested_tensor_from_mask", TORCH_FN(torchtpu::nested_tensor_from_mask));
   // PyTorch's inference fast path (nn.MultiheadAttention and
   // nn.TransformerEncoderLayer in eval mode without grad, which PyTorch

@@ -1,5 +1,6 @@
 #include "row_call.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace torchtpu {
@@ -9,8 +10,28 @@ namespace {
 struct Results {
   c10::DeviceIndex device = 0;
   const at::Tensor* into = nullptr;
+  const std::vector<at::Tensor>* like = nullptr;  // layouts of the first results
   std::vector<at::Tensor> out;
 };
+
+// The strides of a result of `sizes` laid out like `t`: empty_like's when
+// the sizes are the same and `t` is dense, else `t`'s dims ordered by its
+// strides (stable) and packed, as the meta kernels' alloc_with_matching_layout.
+std::vector<int64_t> strides_like(const at::Tensor& t, c10::IntArrayRef sizes) {
+  if (t.sizes() == sizes && t.is_non_overlapping_and_dense()) return t.strides().vec();
+  const size_t n = sizes.size();
+  std::vector<int64_t> order(n), strides(n);
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<int64_t>(i);
+  if (static_cast<size_t>(t.dim()) == n)
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  int64_t next = 1;
+  for (size_t i = n; i-- > 0;) {
+    strides[static_cast<size_t>(order[i])] = next;
+    next *= sizes[static_cast<size_t>(order[i])];
+  }
+  return strides;
+}
 
 tpu_status_t prepare(void* user, int count, const tpu_result_type_t* types,
                      tpu_view_t* targets) noexcept {
@@ -22,8 +43,15 @@ tpu_status_t prepare(void* user, int count, const tpu_result_type_t* types,
       return TPU_OK;
     }
     for (int k = 0; k < count; ++k) {
+      if (types[k].dtype == TPU_DTYPE_INVALID) {  // absent: an undefined tensor
+        r->out.emplace_back();
+        continue;
+      }
       c10::IntArrayRef sizes(types[k].sizes, static_cast<size_t>(types[k].rank));
       r->out.push_back(new_tensor(sizes, to_torch(types[k].dtype), r->device));
+      if (r->like && static_cast<size_t>(k) < r->like->size() && (*r->like)[k].defined())
+        r->out.back().unsafeGetTensorImpl()->set_sizes_and_strides(
+            sizes, strides_like((*r->like)[k], sizes));
       targets[k] = view_of(r->out.back());
     }
     return TPU_OK;
@@ -82,9 +110,24 @@ RowCall& RowCall::boolean(bool v) {
   return *this;
 }
 
+RowCall& RowCall::booleans(c10::ArrayRef<bool> v) {
+  bools_.emplace_back(new bool[v.size() + 1]);
+  std::copy(v.begin(), v.end(), bools_.back().get());
+  tpu_arg_t& a = next(TPU_ARG_BOOLS);
+  a.bools = bools_.back().get();
+  a.count = static_cast<int32_t>(v.size());
+  return *this;
+}
+
+RowCall& RowCall::result_like(const at::Tensor& t) {
+  like_.push_back(t);
+  return *this;
+}
+
 std::vector<at::Tensor> RowCall::run() {
   Results r;
   r.device = device_;
+  r.like = &like_;
   call(TPU_WRITE_NEW, &r);
   return std::move(r.out);
 }

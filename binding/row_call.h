@@ -4,6 +4,7 @@
 #pragma once
 
 #include <deque>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -26,6 +27,11 @@ class RowCall {
   RowCall& real(double v);
   RowCall& optional_real(std::optional<double> v);
   RowCall& boolean(bool v);
+  RowCall& booleans(c10::ArrayRef<bool> v);
+  // The next new result is laid out as PyTorch's meta kernels lay out a
+  // result "like" `t` (empty_like, or `t`'s dims in its strides' order);
+  // an undefined `t` leaves it row-major.
+  RowCall& result_like(const at::Tensor& t);
 
   std::vector<at::Tensor> run();       // new result tensors
   void run_into(const at::Tensor& self);  // the single result written into self
@@ -41,6 +47,8 @@ class RowCall {
   std::deque<at::Tensor> keep_;
   std::deque<tpu_view_t> views_;
   std::deque<std::vector<const tpu_view_t*>> lists_;
+  std::deque<std::unique_ptr<bool[]>> bools_;
+  std::vector<at::Tensor> like_;
 };
 
 }  // namespace torchtpu

@@ -112,6 +112,26 @@ def test_graph_break_splits_the_function(outside):
     assert counters() == (runs + (1 if outside == "fused" else 2), compiles)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_attention_layer_under_autocast(dtype):
+    # The fused attention kernels' results have the layout the traced graph
+    # was promised (it views them), forward and backward.
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    x = torch.randn(2, 8, 32)
+    compiled_layer = copy.deepcopy(layer).tpu()
+    run = torch.compile(compiled_layer, backend="tpu")
+    with torch.autocast("tpu", dtype=dtype, enabled=dtype != torch.float32):
+        got = run(x.tpu())
+        got.float().square().mean().backward()
+    with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
+        expected = layer(x)
+        expected.float().square().mean().backward()
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 1e-4, "atol": 1e-5}
+    torch.testing.assert_close(got.cpu(), expected, **tol)
+    for (name, p), q in zip(layer.named_parameters(), compiled_layer.parameters()):
+        torch.testing.assert_close(q.grad.cpu(), p.grad, **tol, msg=name)
+
+
 def test_inference_and_a_new_batch_size():
     net = models.MLP().tpu().eval()
     run = torch.compile(net, backend="tpu")

@@ -109,6 +109,37 @@ def test_sdpa_fused_op_results():
     assert (r[4], r[5]) == (4, 6)
 
 
+def test_sdpa_fused_op_layouts_are_the_meta_kernels():
+    # Heads split from the feature dim: q, k, v are (B, L, H, E) transposed.
+    # The output and the gradients take the inputs' layout, as the meta
+    # kernels say (a compiled graph views them on that promise), and the
+    # dropout seed and offset are tensors.
+    def split(x):
+        return x.view(2, 4, 3, 8).transpose(1, 2)
+
+    q, k, v = (rand(2, 4, 24) for _ in range(3))
+    bias = rand(2, 3, 4, 4).transpose(-1, -2)  # not dense in row-major order
+    meta = [split(t.to("meta")) for t in (q, k, v)] + [bias.to("meta")]
+    tq, tk, tv, tb = [split(t) for t in to_tpu([q, k, v])] + [to_tpu(bias)]
+    expected = A._scaled_dot_product_fused_attention_overrideable(*meta)
+    got = A._scaled_dot_product_fused_attention_overrideable(tq, tk, tv, tb)
+    assert got[0].stride() == expected[0].stride() != (96, 32, 8, 1)
+    assert got[1].stride() == expected[1].stride()
+    assert isinstance(got[6], torch.Tensor) and isinstance(got[7], torch.Tensor)
+    assert_same(torch.softmax(split(q) @ split(k).transpose(-1, -2) / 8 ** 0.5 + bias, -1)
+                @ split(v), got[0], atol=2e-5, rtol=2e-5)
+    grad = torch.ones(2, 3, 4, 8)
+    want = [True, True, True, True]
+    meta_grads = A._scaled_dot_product_fused_attention_overrideable_backward(
+        grad.to("meta"), *meta, want, expected[0], expected[1], None, None, 4, 4, 0.0, False,
+        expected[6], expected[7])
+    grads = A._scaled_dot_product_fused_attention_overrideable_backward(
+        to_tpu(grad), tq, tk, tv, tb, want, got[0], got[1], None, None, 4, 4, 0.0, False,
+        got[6], got[7])
+    for g, m in zip(grads, meta_grads):
+        assert g.stride() == m.stride() and g.shape == m.shape
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_sdpa_math_path(dtype):
     # 3-D inputs, the math backend on request, and dropout take PyTorch's
