@@ -527,7 +527,7 @@ class RowKernel final : public c10::OperatorKernel {
     a.args.reserve(n);
     Call call;
     call.into = info_.into;
-    call.iterator = tpu_op_is_elementwise(row_) && !info_.returns_list;
+    call.iterator = tpu_op_has_input_layout(row_) && !info_.returns_list;
     call.is_out = info_.is_out_variant;
     for (size_t i = 0; i < n; ++i) {
       const c10::IValue& v = ivalues[i];

@@ -433,6 +433,15 @@ def test_native_dropout_and_eval():
         assert len(a.unique()) == 2
 
 
+def test_native_dropout_keeps_the_layout_of_its_input():
+    # As CPU's (empty_like): a compiled graph views the result on that promise.
+    x = torch.randn(6, 4, 5).permute(2, 0, 1)
+    out, mask = torch.native_dropout(x.to(TPU), 0.5, True)
+    expected = torch.native_dropout(x, 0.5, True)
+    assert out.stride() == mask.stride() == expected[0].stride() == x.stride()
+    assert torch.equal(out.cpu(), x * mask.cpu() * 2)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_native_dropout_backward(dtype):
     g = torch.randn(5, 7).to(dtype)

@@ -238,6 +238,9 @@ bool tpu_op_out_disjoint(int op);
 // Whether the op is elementwise: as PyTorch's TensorIterator gives it, a
 // new result takes the layout of its inputs (x.t() + 1 is laid out as x.t()).
 bool tpu_op_is_elementwise(int op);
+// Whether a new result of the op takes the layout of its inputs: the
+// elementwise ops, and a few others as PyTorch lays theirs out.
+bool tpu_op_has_input_layout(int op);
 // What the in-place form of the op allows between the tensor it writes and
 // its other tensor inputs, as PyTorch checks it before running.
 typedef enum tpu_overlap {

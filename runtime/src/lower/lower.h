@@ -46,6 +46,8 @@ enum {
   TPU_F_INPLACE_DISJOINT = 32,  // in-place: the other tensor inputs may not
                                 // share memory with self at all (the ops that
                                 // scatter; PyTorch's assert_no_overlap)
+  TPU_F_INPUT_LAYOUT = 64,  // new results take the inputs' layout, as an
+                            // elementwise row's do (native_dropout: empty_like)
 };
 
 typedef struct tpu_op_row {

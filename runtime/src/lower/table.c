@@ -56,6 +56,9 @@ bool tpu_op_out_disjoint(int op) {
 bool tpu_op_is_elementwise(int op) {
   return op >= 0 && op < NUM_ROWS && rows[op].cls == TPU_CLASS_ELEMENTWISE;
 }
+bool tpu_op_has_input_layout(int op) {
+  return tpu_op_is_elementwise(op) || (op >= 0 && op < NUM_ROWS && (rows[op].flags & TPU_F_INPUT_LAYOUT));
+}
 // The elementwise rows with TensorIterator's cast rule are TensorIterator's
 // ops, so their in-place forms get its overlap check too.
 tpu_overlap_t tpu_op_inplace_overlap(int op) {
