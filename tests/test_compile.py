@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import torchtpu
-from torchtpu.perflab import models
+from torchtpu.perflab import models, suite_models
 
 
 def counters():
@@ -130,6 +130,49 @@ def test_attention_layer_under_autocast(dtype):
     torch.testing.assert_close(got.cpu(), expected, **tol)
     for (name, p), q in zip(layer.named_parameters(), compiled_layer.parameters()):
         torch.testing.assert_close(q.grad.cpu(), p.grad, **tol, msg=name)
+
+
+def checking_backend(mismatches):
+    """A backend that runs each graph node by node in fused mode and notes
+    every result whose strides differ from what the trace's meta kernels
+    promised."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    def compiler(gm, example_inputs):
+        class Checked(torch.fx.Interpreter):
+            def run_node(self, node):
+                result = super().run_node(node)
+                fake = node.meta.get("val")
+                if (isinstance(result, torch.Tensor) and isinstance(fake, torch.Tensor)
+                        and result.numel() > 1 and result.stride() != fake.stride()):
+                    source = node.args[0] if node.target.__name__ == "getitem" else node
+                    mismatches.add((str(source.target), result.stride(), fake.stride()))
+                return result
+
+        def run(args):
+            with torchtpu.mode("fused"):
+                return Checked(gm).run(*args)
+
+        run._boxed_call = True
+        return run
+
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
+
+
+def test_results_have_the_strides_the_trace_was_promised():
+    mismatches = set()
+    backend = checking_backend(mismatches)
+    for name in suite_models.MODELS:
+        model, _, loss_fn = suite_models.build(name, suite_models.shapes(False, True)[name], "tpu")
+        loss_fn(torch.compile(model, backend=backend)).backward()
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.1, batch_first=True).tpu()
+    torch.compile(layer, backend=backend)(torch.randn(2, 8, 32).tpu()).sum().backward()
+    lstm = torch.nn.LSTM(8, 16, batch_first=True).tpu()
+    torch.compile(lstm, backend=backend)(torch.randn(2, 5, 8).tpu())[0].sum().backward()
+    emb = torch.nn.Sequential(torch.nn.Embedding(10, 8), torch.nn.LayerNorm(8),
+                              torch.nn.GELU()).tpu()
+    torch.compile(emb, backend=backend)(torch.randint(0, 10, (3, 4)).tpu()).sum().backward()
+    assert not mismatches
 
 
 def test_inference_and_a_new_batch_size():
