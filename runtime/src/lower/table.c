@@ -57,7 +57,8 @@ bool tpu_op_is_elementwise(int op) {
   return op >= 0 && op < NUM_ROWS && rows[op].cls == TPU_CLASS_ELEMENTWISE;
 }
 bool tpu_op_has_input_layout(int op) {
-  return tpu_op_is_elementwise(op) || (op >= 0 && op < NUM_ROWS && (rows[op].flags & TPU_F_INPUT_LAYOUT));
+  return tpu_op_is_elementwise(op) ||
+         (op >= 0 && op < NUM_ROWS && (rows[op].flags & TPU_F_INPUT_LAYOUT));
 }
 // The elementwise rows with TensorIterator's cast rule are TensorIterator's
 // ops, so their in-place forms get its overlap check too.
