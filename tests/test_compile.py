@@ -1,6 +1,8 @@
 """torch.compile(backend="tpu"): each captured graph, forward and backward,
-runs as one fused program and gives what eager mode gives."""
+is recorded in fused mode (one program, or part of fused mode's graph) and
+gives what eager mode gives."""
 import copy
+import operator
 
 import pytest
 import torch
@@ -145,7 +147,7 @@ def checking_backend(mismatches):
                 fake = node.meta.get("val")
                 if (isinstance(result, torch.Tensor) and isinstance(fake, torch.Tensor)
                         and result.numel() > 1 and result.stride() != fake.stride()):
-                    source = node.args[0] if node.target.__name__ == "getitem" else node
+                    source = node.args[0] if node.target is operator.getitem else node
                     mismatches.add((str(source.target), result.stride(), fake.stride()))
                 return result
 

@@ -4,8 +4,8 @@ Dynamo captures the graphs, AOTAutograd splits each into a forward and a
 backward graph of ATen ops, and each of those is recorded in fused mode
 through the same op table as eager ops: one program per graph, or part of
 the graph being recorded when the process is in fused mode
-(docs/compile.md). The programs go
-through the same compile cache, in memory and on disk, as eager mode's.
+(docs/compile.md). The programs go through the same compile cache, in
+memory and on disk, as eager mode's.
 Dynamo finds this backend through the ``torch_dynamo_backends`` entry point,
 so ``import torch._dynamo`` is paid only by programs that compile.
 """

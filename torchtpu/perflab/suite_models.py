@@ -73,6 +73,10 @@ def _device(impl):
     return "tpu" if impl.startswith("tpu-") else "cuda" if impl == "cuda-eager" else "cpu"
 
 
+# The implementations that run a torch.compile'd model, and its backend.
+COMPILE_BACKENDS = {"cpu-inductor": "inductor", "tpu-compiled": "tpu"}
+
+
 def _mode(impl):
     """The torchtpu mode of a tpu implementation: tpu-compiled runs its
     compiled graphs and the optimizer step in fused mode."""
@@ -168,8 +172,8 @@ def bench_one(name, impl, kind, shape, reps, max_warmup):
     model, inputs, loss_fn = build(name, shape, device)
     out["params"] = sum(p.numel() for p in model.parameters())
     runner = model
-    if impl in ("cpu-inductor", "tpu-compiled"):
-        runner = torch.compile(model, backend="inductor" if impl == "cpu-inductor" else "tpu")
+    if impl in COMPILE_BACKENDS:
+        runner = torch.compile(model, backend=COMPILE_BACKENDS[impl])
     phases = {}
     step = _step_fn(kind, model, runner, inputs, loss_fn, phases)
     if sync:
