@@ -144,6 +144,10 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release no_gil;
     check(tpu_flush(d));
   });
+  m.def("_wait_launches", [](int d) {
+    py::gil_scoped_release no_gil;
+    check(tpu_wait_launches(d));
+  });
   m.def("_set_mode", [](const std::string& name, bool this_thread) {
     tpu_mode_t mode = mode_from_name(name);
     if (this_thread) tpu_mode_set(mode);

@@ -463,7 +463,7 @@ void flush_after_backward() {
   if (task < 0 || task == queued_for) return;
   queued_for = task;
   torch::autograd::Engine::get_default_engine().queue_callback(
-      [] { tpu_status_free(tpu_flush(-1)); });  // errors surface at the next sync
+      [] { tpu_flush_deferred(-1); });
 }
 
 // PyTorch's checks of out= tensors, as given (before any resize): none may

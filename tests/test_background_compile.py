@@ -72,3 +72,32 @@ def test_a_read_raises_the_failure_and_synchronize_does_not_again(monkeypatch):
     monkeypatch.delenv("TORCHTPU_ASSERT_NO_COMPILE")
     torch.tpu.synchronize()
 
+
+
+def test_graphs_that_fail_to_launch_change_nothing_and_raise_once(monkeypatch):
+    # The first graph cannot compile; the second, whose program is cached,
+    # reads its result and so cannot launch either. Both are undone at the
+    # next sync, newest first: the tensor both updated reads as before the
+    # first, the one the first made holds its error, and that error is
+    # raised once, whether the compile thread had finished or not.
+    n = fresh_size()
+    x = torch.ones(n, device="tpu")
+    w = torch.full((n,), 5.0, device="tpu")
+    other = torch.ones(n, device="tpu")
+    with torchtpu.mode("fused"):
+        other.add_(x)  # compiles the program of the second graph
+    torch.tpu.synchronize()
+    monkeypatch.setenv("TORCHTPU_ASSERT_NO_COMPILE", "1")
+    with torchtpu.mode("fused"):  # each block ends with a flush
+        w.mul_(2)
+        g = x * 3
+    with torchtpu.mode("fused"):
+        w.add_(g)
+    with pytest.raises(RuntimeError, match="compiling the 2 ops recorded from mul to mul"):
+        torch.tpu.synchronize()
+    monkeypatch.delenv("TORCHTPU_ASSERT_NO_COMPILE")
+    torch.tpu.synchronize()  # raised once: the second graph's failure is the first's
+    assert torch.equal(w.cpu(), torch.full((n,), 5.0))
+    with pytest.raises(RuntimeError, match="computation that failed: compiling"):
+        g.cpu()
+    assert torch.equal(other.cpu(), torch.full((n,), 2.0))

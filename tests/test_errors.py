@@ -239,6 +239,52 @@ def test_out_of_memory_raises_and_device_recovers(mode):
         still_works()
 
 
+@pytest.mark.parametrize("background", ["1", "0"])
+def test_fused_step_out_of_memory_keeps_the_model_and_the_optimizer(background, monkeypatch):
+    # A fused training step whose forward and backward graph cannot get its
+    # memory (here a 4 TB tensor the forward keeps) raises OutOfMemoryError
+    # at the optimizer step at the latest, before that step changes
+    # anything. The graph never ran, so it changed nothing: the weights,
+    # the batch-norm statistics it was to update and the optimizer's state
+    # are as before, and training goes on as if the step had not been
+    # tried, whether the graph compiled in the background or at the flush.
+    monkeypatch.setenv("TORCHTPU_BACKGROUND_COMPILE", background)
+    nn = torch.nn
+    x, y = torch.randn(32, 8).tpu(), torch.randint(0, 4, (32,)).tpu()
+
+    def make():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4)).tpu()
+        return model, torch.optim.AdamW(model.parameters(), lr=0.1)
+
+    def step(model, opt, huge=False):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        kept = torch.zeros(10**12, device="tpu") if huge else None  # noqa: F841
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    def state(model, opt):
+        tensors = list(model.state_dict().values())
+        for s in opt.state_dict()["state"].values():
+            tensors += list(s.values())
+        return [t.cpu() for t in tensors]
+
+    with torchtpu.mode("fused"):
+        model, opt = make()
+        want_model, want_opt = make()
+        assert step(model, opt) == step(want_model, want_opt)
+        with pytest.raises(torch.tpu.OutOfMemoryError,
+                           match="out of memory: tried to allocate 3.64 TiB .* the device holds"):
+            step(model, opt, huge=True)
+        for got, want in zip(state(model, opt), state(want_model, want_opt), strict=True):
+            assert torch.equal(got, want)
+        for _ in range(2):
+            assert step(model, opt) == step(want_model, want_opt)
+    still_works()
+
+
 def test_dlpack_is_refused_not_misread():
     # A tpu tensor has no host-addressable memory to share: importing it
     # through DLPack raises (PyTorch's own message), a tensor made from its

@@ -211,8 +211,9 @@ def set_per_process_memory_fraction(fraction, device=None) -> None:
     its total memory (get_device_properties().total_memory), as torch.cuda's
     does: an op or a copy to the device whose new memory would pass the cap
     raises torch.OutOfMemoryError before it runs, leaving its inputs as they
-    were. (In fused mode the error comes at the flush, and the ops recorded
-    since the previous one are lost, as with any graph that fails.)"""
+    were. (In fused mode the error comes at the flush, or at the next sync
+    or optimizer step for a graph compiled in the background, and the
+    graph changes nothing, as any graph that fails to launch.)"""
     _lazy_init()
     index = _index(device)
     if not isinstance(fraction, float):

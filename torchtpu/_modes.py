@@ -8,7 +8,8 @@ block.
 """
 import functools
 
-from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.optim.optimizer import (register_optimizer_step_post_hook,
+                                   register_optimizer_step_pre_hook)
 
 from torchtpu import _C
 
@@ -61,6 +62,15 @@ class mode:
         return run_in_mode
 
 
+def _before_optimizer_step(optimizer, args, kwargs):
+    # Fused mode: a step does not start from gradients whose graph failed to
+    # launch (out of memory, say; it compiles in the background). It raises
+    # that failure instead, before the optimizer's own state (its step
+    # counts, on the CPU) changes, as strict mode raises at the failing op.
+    if _C._is_initialized() and _C._get_mode() == "fused":
+        _C._wait_launches(-1)
+
+
 def _after_optimizer_step(optimizer, args, kwargs):
     # Steps split compiles into warm-up and recompiles (torchtpu.recompiles).
     _C._mark_step()
@@ -70,4 +80,5 @@ def _after_optimizer_step(optimizer, args, kwargs):
         _C._flush(-1)
 
 
+register_optimizer_step_pre_hook(_before_optimizer_step)
 register_optimizer_step_post_hook(_after_optimizer_step)

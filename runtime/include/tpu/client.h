@@ -118,6 +118,8 @@ uint64_t tpu_buffer_last_use(const tpu_buffer_t* buffer);
 // The buffer was donated to an execution: its memory now belongs to an
 // output, so it no longer counts as in use (memory_allocated).
 void tpu_buffer_mark_donated(tpu_buffer_t* buffer);
+// The execution it was donated to never launched: it counts again.
+void tpu_buffer_mark_kept(tpu_buffer_t* buffer);
 tpu_dtype_t tpu_buffer_dtype(const tpu_buffer_t* buffer);
 int tpu_buffer_rank(const tpu_buffer_t* buffer);
 const int64_t* tpu_buffer_dims(const tpu_buffer_t* buffer);
@@ -194,10 +196,16 @@ TPU_MUST_USE tpu_status_t tpu_event_promised(tpu_promise_t* promise, tpu_event_t
 // `done` (taken, may be NULL); or broken with `failure` (taken).
 void tpu_promise_settle(tpu_promise_t* promise, tpu_status_t failure, tpu_buffer_t** made,
                         tpu_buffer_t* const* outs, int num_outs, tpu_event_t* done);
+// A settled, broken promise's failure (a copy); OK otherwise (never waits).
+// `raise`: the caller raises it, so the promised event no longer does.
+TPU_MUST_USE tpu_status_t tpu_promise_failure(tpu_promise_t* promise, bool raise);
+bool tpu_promise_raised(tpu_promise_t* promise);
 // A settled, broken promise's failure for a buffer made by it; OK for any
 // other buffer (never waits). The caller raises it: from then on the
 // promise's event no longer reports it, so it is raised once.
 TPU_MUST_USE tpu_status_t tpu_buffer_failure(tpu_buffer_t* buffer);
+// Whether the buffer was made by a settled, broken promise (never waits).
+bool tpu_buffer_is_broken(tpu_buffer_t* buffer);
 
 #ifdef __cplusplus
 }

@@ -101,6 +101,14 @@ TPU_MUST_USE tpu_status_t tpu_copy(const tpu_view_t* dst,
 TPU_MUST_USE tpu_status_t tpu_synchronize(int device);
 // Runs what is recorded without waiting (fused mode flush point).
 TPU_MUST_USE tpu_status_t tpu_flush(int device);
+// A flush point with no caller to raise to (the end of a backward pass):
+// a failure is raised by the next tpu_wait_launches or sync instead.
+void tpu_flush_deferred(int device);
+// Waits until what the device flushed has launched (fused mode compiles in
+// the background) and returns the first failure to launch not raised yet.
+// A graph that failed to launch changed nothing: the tensors it overwrote
+// read as before it; those it made hold its error.
+TPU_MUST_USE tpu_status_t tpu_wait_launches(int device);
 
 //===--- points in a device's work (what a torch Event records) ---===//
 

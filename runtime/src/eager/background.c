@@ -27,6 +27,12 @@ struct tpu_job {
   int num_params;
   tpu_buffer_t** results;  // promised, retained
   int num_results;
+  // Per result that a slot takes: the slot (retained) and the buffer it
+  // held before (retained; NULL: none, or one known to be wrong), which it
+  // gets back if the job fails to launch.
+  tpu_slot_t** slots;
+  tpu_buffer_t** before;
+  int num_slots;
   tpu_promise_t* promise;
   char ops[160];  // what failed, for errors: "the 3 ops recorded from add to mul"
   tpu_compile_event_t event;
@@ -146,8 +152,14 @@ void tpu_background_stop(void) {
 static void free_job(tpu_job_t* j) {
   for (int i = 0; i < j->num_params; ++i) tpu_buffer_release(j->params[i]);
   for (int i = 0; i < j->num_results; ++i) tpu_buffer_release(j->results[i]);
+  for (int i = 0; i < j->num_slots; ++i) {
+    tpu_slot_release(j->slots[i]);
+    tpu_buffer_release(j->before[i]);
+  }
   tpu_free(j->params);
   tpu_free(j->results);
+  tpu_free(j->slots);
+  tpu_free(j->before);
   tpu_free(j->text);
   tpu_executable_release(j->exe);
   tpu_promise_release(j->promise);
@@ -168,8 +180,48 @@ void tpu_dev_reap(tpu_dev_t* d, bool wait) {
       j->event.from_disk = j->source == TPU_CACHE_DISK;
       tpu_dev_report_program(&j->event);
     }
+    tpu_status_t failed = tpu_promise_failure(j->promise, false);
+    if (failed) {  // undone at the next sync (tpu_dev_undo_failed_jobs)
+      tpu_status_free(failed);
+      j->next = d->failed_jobs;
+      d->failed_jobs = j;
+    } else {
+      free_job(j);
+    }
+  }
+}
+
+// A job that failed to launch never ran: the slots it wrote that still hold
+// its results get back what they held before it (newest job first, so that
+// a slot that several failed jobs wrote ends with its value from before the
+// first). This waits for the next sync, so that until then every graph that
+// reads those results fails too, whatever the compile thread's progress.
+// A job that failed because an earlier one did says so in its message;
+// only the oldest failure not raised yet is returned.
+tpu_status_t tpu_dev_undo_failed_jobs(tpu_dev_t* d) {
+  tpu_dev_reap(d, true);
+  tpu_status_t oldest = TPU_OK;
+  for (tpu_job_t* j; (j = d->failed_jobs);) {
+    d->failed_jobs = j->next;
+    for (int i = 0; i < j->num_slots; ++i) {
+      tpu_slot_t* slot = j->slots[i];
+      if (!j->before[i] || slot->buffer != j->results[i]) continue;
+      // Only the buffer: a write recorded since, still pending, stays.
+      tpu_buffer_mark_kept(j->before[i]);
+      tpu_buffer_retain(j->before[i]);
+      tpu_buffer_release(slot->buffer);
+      slot->buffer = j->before[i];
+    }
+    if (!tpu_promise_raised(j->promise)) {
+      tpu_status_free(oldest);
+      oldest = tpu_promise_failure(j->promise, true);
+    }
     free_job(j);
   }
+  if (!oldest) oldest = d->deferred;
+  else tpu_status_free(d->deferred);
+  d->deferred = NULL;
+  return oldest;
 }
 
 void tpu_wait_compiles(void) {
@@ -188,12 +240,14 @@ int tpu_dev_job_holds(const tpu_dev_t* d, const tpu_buffer_t* buffer) {
   for (const tpu_job_t* j = d->jobs; j; j = j->next) {
     for (int i = 0; i < j->num_params; ++i) holds += j->params[i] == buffer;
     for (int i = 0; i < j->num_results; ++i) holds += j->results[i] == buffer;
+    for (int i = 0; i < j->num_slots; ++i) holds += j->before[i] == buffer;
   }
   return holds;
 }
 
 tpu_status_t tpu_dev_launch_later(tpu_dev_t* d, tpu_hash_t key, tpu_executable_t* exe,
                                   const tpu_program_output_t* outs, int n,
+                                  tpu_slot_t* const* slots, int num_slots,
                                   tpu_buffer_t** results, tpu_event_t** done) {
   tpu_graph_t* g = d->graph;
   tpu_job_t* j = tpu_calloc(1, sizeof *j);
@@ -206,8 +260,18 @@ tpu_status_t tpu_dev_launch_later(tpu_dev_t* d, tpu_hash_t key, tpu_executable_t
     exe = NULL;
     j->params = tpu_malloc(sizeof *j->params * ((size_t)d->num_params + 1));
     j->results = tpu_calloc((size_t)n, sizeof *j->results);
-    if (!j->params || !j->results)
+    j->slots = tpu_malloc(sizeof *j->slots * ((size_t)num_slots + 1));
+    j->before = tpu_malloc(sizeof *j->before * ((size_t)num_slots + 1));
+    if (!j->params || !j->results || !j->slots || !j->before)
       s = tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  for (int i = 0; !s && i < num_slots; ++i) {
+    tpu_slot_t* slot = slots[i];
+    tpu_buffer_t* b = slot->poison || slot->suspicion ? NULL : slot->buffer;
+    tpu_slot_retain(slot);
+    tpu_buffer_retain(b);
+    j->slots[j->num_slots] = slot;
+    j->before[j->num_slots++] = b;
   }
   for (int p = 0; !s && p < d->num_params; ++p) {
     tpu_buffer_retain(d->params[p]);

@@ -105,8 +105,7 @@ static tpu_status_t result_of(const tpu_pending_check_t* c) {
   return s;
 }
 
-// Keeps the first failure not raised yet, for the next sync.
-static void report(tpu_dev_t* d, tpu_status_t s) {
+void tpu_dev_report(tpu_dev_t* d, tpu_status_t s) {
   if (!d->unreported) d->unreported = s;
   else tpu_status_free(s);
 }
@@ -123,7 +122,7 @@ static bool read_oldest(tpu_dev_t* d, bool wait) {
     // is still raised.
     if (tpu_dev_grow((void**)&d->failed, &d->failed_cap, d->num_failed + 1, sizeof *d->failed))
       d->failed[d->num_failed++] = (tpu_failed_check_t){c->id, tpu_status_clone(s)};
-    report(d, s);
+    tpu_dev_report(d, s);
   }
   d->checks_read_below = c->id + 1;
   free_check(c);
@@ -136,7 +135,7 @@ uint64_t tpu_dev_add_check(tpu_dev_t* d, tpu_buffer_t* code, tpu_buffer_t* numbe
   tpu_pending_check_t* c = tpu_calloc(1, sizeof *c);
   if (!c) {  // read it now instead of later
     tpu_pending_check_t now = {NULL, 0, code, numbers, num_asserts, statuses};
-    report(d, result_of(&now));
+    tpu_dev_report(d, result_of(&now));
     clear_check(&now);
     return 0;
   }
@@ -151,6 +150,7 @@ uint64_t tpu_dev_add_check(tpu_dev_t* d, tpu_buffer_t* code, tpu_buffer_t* numbe
 }
 
 tpu_status_t tpu_dev_check(tpu_dev_t* d) {
+  tpu_dev_report(d, tpu_dev_undo_failed_jobs(d));
   while (read_oldest(d, true)) {}
   d->checks_raised_below = d->checks_read_below;
   tpu_status_t s = d->unreported;

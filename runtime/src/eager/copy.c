@@ -167,7 +167,8 @@ tpu_status_t tpu_copy(const tpu_view_t* dst, const tpu_view_t* src) {
   return s;
 }
 
-static tpu_status_t for_devices(int device, bool wait) {
+// Calls `fn` for the device (-1: each device) under its lock; the first failure.
+static tpu_status_t for_devices(int device, tpu_status_t (*fn)(tpu_dev_t*)) {
   TPU_RETURN_IF_ERROR(tpu_runtime_init());
   int lo = device < 0 ? 0 : device, hi = device < 0 ? tpu_device_count() : device + 1;
   tpu_status_t first = TPU_OK;
@@ -175,22 +176,42 @@ static tpu_status_t for_devices(int device, bool wait) {
     tpu_dev_t* d;
     TPU_RETURN_IF_ERROR(tpu_dev_get(i, &d));
     tpu_dev_lock(d);
-    tpu_status_t s = tpu_dev_flush(d);
-    if (wait) {
-      tpu_status_t w = tpu_dev_wait_all(d);
-      if (!s) s = w;
-      else tpu_status_free(w);
-      tpu_status_t c = tpu_dev_check(d);
-      if (!s) s = c;
-      else tpu_status_free(c);
-    }
+    tpu_status_t s = fn(d);
     tpu_dev_unlock(d);
     if (s && !first) first = s;
     else tpu_status_free(s);
   }
-  if (wait) tpu_metric_add(TPU_M_HOST_SYNCS, 1);
   return first;
 }
 
-tpu_status_t tpu_synchronize(int device) { return for_devices(device, true); }
-tpu_status_t tpu_flush(int device) { return for_devices(device, false); }
+static tpu_status_t synchronize(tpu_dev_t* d) {
+  tpu_status_t s = tpu_dev_flush(d);
+  tpu_status_t w = tpu_dev_wait_all(d);
+  if (!s) s = w;
+  else tpu_status_free(w);
+  tpu_status_t c = tpu_dev_check(d);
+  if (!s) s = c;
+  else tpu_status_free(c);
+  return s;
+}
+
+static tpu_status_t flush_deferred(tpu_dev_t* d) {
+  tpu_status_t s = tpu_dev_flush(d);
+  if (!d->deferred) d->deferred = s;
+  else tpu_status_free(s);
+  return TPU_OK;
+}
+
+tpu_status_t tpu_synchronize(int device) {
+  tpu_status_t s = for_devices(device, synchronize);
+  tpu_metric_add(TPU_M_HOST_SYNCS, 1);
+  return s;
+}
+
+tpu_status_t tpu_flush(int device) { return for_devices(device, tpu_dev_flush); }
+
+void tpu_flush_deferred(int device) { tpu_status_free(for_devices(device, flush_deferred)); }
+
+tpu_status_t tpu_wait_launches(int device) {
+  return for_devices(device, tpu_dev_undo_failed_jobs);
+}

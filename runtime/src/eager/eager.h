@@ -152,6 +152,8 @@ typedef struct tpu_dev {
   // Cached 0-d inputs for Python numbers.
   struct tpu_scalar_cache* scalars;
   tpu_job_t* jobs;  // flushes run by the compile thread, oldest first
+  tpu_job_t* failed_jobs;  // those that failed to launch, newest first
+  tpu_status_t deferred;   // a failed flush that had no caller to raise it
   // Points (point.c): how many were recorded, the latest-recorded one
   // reached so far (what it waited for includes what earlier ones wait
   // for), and the completion callbacks they still expect: an execution's
@@ -224,13 +226,22 @@ TPU_MUST_USE tpu_status_t tpu_get_program(tpu_hash_t key, tpu_cache_print_fn pri
 bool tpu_background_enabled(void);
 // Hands the graph being flushed to the compile thread: `exe` (taken) or,
 // when NULL, the program keyed `key` from the cache; `results` get promised
-// buffers for `outs` and `done` a promised event.
+// buffers for `outs` and `done` a promised event. The first `num_slots`
+// results are to go to `slots`, whose buffers the job keeps until it has
+// launched.
 TPU_MUST_USE tpu_status_t tpu_dev_launch_later(tpu_dev_t* d, tpu_hash_t key,
                                                tpu_executable_t* exe,
                                                const tpu_program_output_t* outs, int n,
+                                               tpu_slot_t* const* slots, int num_slots,
                                                tpu_buffer_t** results, tpu_event_t** done);
-// Forgets the device's jobs that the compile thread has run (`wait`: all).
+// Forgets the device's jobs that the compile thread has run (`wait`: all);
+// those that failed to launch wait for tpu_dev_undo_failed_jobs.
 void tpu_dev_reap(tpu_dev_t* d, bool wait);
+// At a sync: waits for the device's jobs, gives the slots that failed ones
+// wrote their values from before them, and returns the oldest failure not
+// raised yet (the others are not raised: they are marked raised), or else
+// that of a flush that tpu_flush_deferred made.
+TPU_MUST_USE tpu_status_t tpu_dev_undo_failed_jobs(tpu_dev_t* d);
 // How many references to `buffer` the device's jobs hold.
 int tpu_dev_job_holds(const tpu_dev_t* d, const tpu_buffer_t* buffer);
 // Runs what is queued and ends the compile thread (at shutdown).
@@ -242,9 +253,11 @@ void tpu_background_stop(void);
 // (NULL: none; takes them and the statuses); returns its id.
 uint64_t tpu_dev_add_check(tpu_dev_t* d, tpu_buffer_t* code, tpu_buffer_t* numbers,
                            tpu_status_t* statuses, int num_asserts);
-// Reads the assertion results of executed graphs (waits for them); returns
-// the first failure not reported yet.
+// Reads the assertion results of executed graphs (waits for them) and
+// undoes failed jobs; returns the first failure not reported yet.
 TPU_MUST_USE tpu_status_t tpu_dev_check(tpu_dev_t* d);
+// Keeps the first failure not reported yet (taken), for the next sync.
+void tpu_dev_report(tpu_dev_t* d, tpu_status_t s);
 void tpu_dev_drop_checks(tpu_dev_t* d);  // at shutdown
 // The error that makes the slot's buffer wrong, or NULL (borrowed).
 tpu_status_t tpu_dev_poison(tpu_dev_t* d, tpu_slot_t* s);

@@ -210,8 +210,8 @@ static tpu_buffer_t* donation(tpu_dev_t* d, const tpu_program_output_t* out,
 
 // Donations stop counting in memory_allocated() before the launch: each
 // output that takes one reuses its memory, and counting both for a moment
-// would report a peak that never was. (If the launch fails, what the
-// outputs were to overwrite is poisoned and its buffers are dropped.)
+// would report a peak that never was. (If the launch fails, they count
+// again: their slots keep them.)
 static void uncount_donations(tpu_dev_t* d, const tpu_program_output_t* outs, int n,
                               const int64_t* keep, int num_keep) {
   for (int o = 0; o < n; ++o) {
@@ -311,6 +311,12 @@ tpu_status_t tpu_dev_wait_all(tpu_dev_t* d) {
   tpu_dev_reap(d, true);
   tpu_dev_await_points(d);
   return first;
+}
+
+static bool reads_a_failed_launch(tpu_dev_t* d) {
+  for (int p = 0; p < d->num_params; ++p)
+    if (tpu_buffer_is_broken(d->params[p])) return true;
+  return false;
 }
 
 static tpu_status_t flush(tpu_dev_t* d, bool wait) {
@@ -431,7 +437,7 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
       } else {
         uncount_donations(d, outs, num_values, keep, num_keep);
         if (later) {
-          s = tpu_dev_launch_later(d, key, exe, outs, n, results, &done);
+          s = tpu_dev_launch_later(d, key, exe, outs, n, out_slots, num_values, results, &done);
         } else {
           s = name_ops(d, "running",
                        tpu_executable_execute(exe, d->index, d->params, d->num_params, keep,
@@ -474,17 +480,26 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     tpu_metric_add(TPU_M_FLUSHES, 1);
     tpu_metric_add(TPU_M_GRAPH_NODES, tpu_graph_node_count(g));
   } else {
-    // The recorded values are lost: their slots keep their last buffers. In
-    // fused mode the ops that wrote them returned long ago, so those
-    // buffers are not what the program says: they are poisoned. (Strict
-    // and debug modes flush at the op, which fails and changes nothing.)
-    bool poison = tpu_mode_get() == TPU_MODE_FUSED;
+    // The graph never ran, so it changed nothing: the slots it wrote keep
+    // their buffers (and its donations count again), as strict and debug
+    // modes keep them when the op that they flush at fails. In fused mode
+    // the ops that made new tensors returned long ago: those hold the error.
+    bool fused = tpu_mode_get() == TPU_MODE_FUSED;
+    for (int p = 0; p < d->num_params; ++p) tpu_buffer_mark_kept(d->params[p]);
     for (int i = 0; i < d->num_written; ++i) {
       tpu_slot_t* slot = d->written[i];
-      if (poison && slot->pending_gen == d->gen && !slot->poison)
+      if (fused && slot->pending_gen == d->gen && !slot->buffer && !slot->poison)
         slot->poison = tpu_status_clone(s);
       slot->pending_gen = 0;
     }
+  }
+  if (s && tpu_mode_get() == TPU_MODE_FUSED && reads_a_failed_launch(d)) {
+    // Failed because a graph it reads failed to launch: raised with that
+    // one, at the next sync, and not here, where the compile thread's
+    // progress decides whether that one is known to have failed yet.
+    if (!d->deferred) d->deferred = s;
+    else tpu_status_free(s);
+    s = TPU_OK;
   }
   for (int o = 0; o < n; ++o) {
     if (wait && !s && results[o]) s = tpu_buffer_await(results[o]);

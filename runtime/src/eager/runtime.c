@@ -188,6 +188,7 @@ void tpu_runtime_shutdown(void) {
       tpu_free(d->donated);
       tpu_loop_free(&d->loop);
       tpu_free(d->undo);
+      tpu_status_ignore(tpu_dev_undo_failed_jobs(d));
       tpu_dev_drop_checks(d);
       tpu_free(d->inherited);
       tpu_graph_destroy(d->graph);

@@ -202,14 +202,17 @@ tpu_status_t tpu_buffer_await(tpu_buffer_t* b) {
   return tpu_pjrt_event_wait(b->client->api, a.event, "computing a buffer");
 }
 
+bool tpu_buffer_is_broken(tpu_buffer_t* b) {
+  if (!b->promise) return false;
+  tpu_status_t f = tpu_promise_failure(b->promise, false);
+  tpu_status_free(f);
+  return f != NULL;
+}
+
 bool tpu_buffer_is_ready(tpu_buffer_t* b) {
   if (b->promise) {
     if (!tpu_promise_settled(b->promise)) return false;
-    tpu_status_t f = tpu_promise_failure(b->promise, false);
-    if (f) {
-      tpu_status_free(f);
-      return true;  // it never will be, and reading it says why
-    }
+    if (tpu_buffer_is_broken(b)) return true;  // it never will be, and reading it says why
   }
   PJRT_ARGS(Buffer_ReadyEvent, a);
   a.buffer = b->handle;
@@ -256,6 +259,12 @@ void tpu_buffer_mark_donated(tpu_buffer_t* b) {
   if (b->donated || !b->counted) return;
   b->donated = true;
   account(b->client, b->device, -(int64_t)b->nbytes);
+}
+
+void tpu_buffer_mark_kept(tpu_buffer_t* b) {
+  if (!b->donated) return;
+  b->donated = false;
+  account(b->client, b->device, (int64_t)b->nbytes);
 }
 tpu_dtype_t tpu_buffer_dtype(const tpu_buffer_t* b) { return b->dtype; }
 int tpu_buffer_rank(const tpu_buffer_t* b) { return b->rank; }

@@ -288,6 +288,20 @@ static void read_attributes(tpu_client_t* c) {
   }
 }
 
+// What a device holds at most: the plugin's limit, or else the host's
+// physical memory (the CPU plugin's buffers live there). An execution that
+// needs more fails before it is launched, as torch.cuda's allocator fails.
+static int64_t device_capacity(const PJRT_Api* api, PJRT_Device* device) {
+  PJRT_ARGS(Device_MemoryStats, ms);
+  ms.device = device;
+  tpu_status_t s = PJRT_CALL(api, Device_MemoryStats, ms);
+  bool reported = !s && ms.bytes_limit_is_set && ms.bytes_limit > 0;
+  tpu_status_free(s);
+  if (reported) return ms.bytes_limit;
+  long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page_size > 0 ? (int64_t)pages * page_size : 0;
+}
+
 static char* dup_n(const char* s, size_t n) {
   return s ? tpu_strndup(s, n) : tpu_strdup("");
 }
@@ -355,6 +369,7 @@ static tpu_status_t client_query(tpu_client_t* c) {
     dk.device_description = gd.device_description;
     TPU_RETURN_IF_ERROR(PJRT_CALL(c->api, DeviceDescription_Kind, dk));
     d->kind = dup_n(dk.device_kind, dk.device_kind_size);
+    d->capacity = device_capacity(c->api, d->handle);
     if (!d->kind)
       return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of host memory");
     if (i == 0) id = tpu_hash_bytes(id, d->kind, strlen(d->kind));
@@ -495,16 +510,17 @@ tpu_status_t tpu_client_fits(tpu_client_t* c, int device, int64_t bytes) {
   if (device < 0 || device >= c->num_devices || bytes <= 0) return TPU_OK;
   tpu_device_info_t* d = &c->devices[device];
   int64_t cap = atomic_load(&d->bytes_cap), in_use = atomic_load(&d->bytes_in_use);
-  if (!cap || in_use + bytes <= cap) return TPU_OK;
+  int64_t most = cap ? cap : d->capacity;
+  if (!most || in_use + bytes <= most) return TPU_OK;
   atomic_fetch_add(&d->num_ooms, 1);
   char want[32], held[32], limit[32];
   human_bytes(bytes, want);
   human_bytes(in_use, held);
-  human_bytes(cap, limit);
+  human_bytes(most, limit);
   return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED,
-                         "tpu:%d out of memory: tried to allocate %s with %s allocated; "
-                         "this process may allocate %s (its memory fraction)",
-                         device, want, held, limit);
+                         "tpu:%d out of memory: tried to allocate %s with %s allocated; %s %s%s",
+                         device, want, held, cap ? "this process may allocate" : "the device holds",
+                         limit, cap ? " (its memory fraction)" : " in all");
 }
 
 void tpu_client_reset_peak(tpu_client_t* c, int device) {

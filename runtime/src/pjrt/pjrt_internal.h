@@ -48,6 +48,7 @@ typedef struct tpu_device_info {
   char* kind;
   atomic_llong bytes_in_use, peak_bytes, num_allocs;
   atomic_llong bytes_cap;  // see tpu_client_set_memory_cap; 0: none
+  int64_t capacity;        // what it holds at most (see device_capacity); 0: unknown
   atomic_llong num_ooms;
 } tpu_device_info_t;
 
@@ -106,10 +107,6 @@ void tpu_buffer_fulfil(tpu_buffer_t* promised, tpu_buffer_t* made);
 // execution's event in *done (owned by the promise; may be NULL).
 TPU_MUST_USE tpu_status_t tpu_promise_wait(tpu_promise_t* promise, PJRT_Event** done);
 bool tpu_promise_settled(tpu_promise_t* promise);
-// A settled, broken promise's failure (a copy); OK otherwise. `raise`: the
-// caller raises it, so the promised event no longer does.
-TPU_MUST_USE tpu_status_t tpu_promise_failure(tpu_promise_t* promise, bool raise);
-bool tpu_promise_raised(tpu_promise_t* promise);
 tpu_client_t* tpu_promise_client(tpu_promise_t* promise);
 // Calls fn(user, status) once the promise is settled and its execution
 // ended, unless it is settled already (*settled: then the caller does).
