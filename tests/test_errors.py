@@ -86,6 +86,31 @@ def test_missing_plugin():
     assert "PJRT plugin not found: /nonexistent/plugin.so" in out.stdout
 
 
+def test_a_flag_the_plugin_does_not_know_raises_instead_of_ending_the_process():
+    # XLA ends the process on an unknown flag in XLA_FLAGS when a client is
+    # created; a child process creates one first, and its reason is raised.
+    code = ("import torch, torchtpu\n"
+            "for _ in range(2):\n"
+            "    try:\n"
+            "        torch.ones(1, device='tpu')\n"
+            "    except RuntimeError as e:\n"
+            "        print('error:', e)\n"
+            "print('available', torch.tpu.is_available())\n"
+            "print('cpu', torch.ones(2).sum().item())\n")
+    env = dict(os.environ, XLA_FLAGS="--xla_cpu_enable_fast_math=false --xla_no_such_flag=1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    errors = [line for line in out.stdout.splitlines() if line.startswith("error:")]
+    assert len(errors) == 2, out.stdout
+    assert "does not accept the flags in XLA_FLAGS" in errors[0]
+    assert "Unknown flag in XLA_FLAGS: --xla_no_such_flag=1" in errors[0]
+    assert "available False" in out.stdout and "cpu 2.0" in out.stdout
+    # Flags it knows pass the check and take effect as before.
+    env["XLA_FLAGS"] = "--xla_cpu_enable_fast_math=false"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert "error:" not in out.stdout and "available True" in out.stdout, out.stdout + out.stderr
+
+
 @pytest.mark.parametrize("var, value, expected", [
     ("TORCHTPU_MODE", "lazy", "expected debug, strict or fused"),
     ("TORCHTPU_LOG", "loud", "expected error, warn, info or debug"),

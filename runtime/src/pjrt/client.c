@@ -108,6 +108,7 @@ tpu_status_t tpu_pjrt_event_wait(const PJRT_Api* api, PJRT_Event* event,
 typedef struct loaded_plugin {
   char* path;
   const PJRT_Api* api;
+  bool check_flags;  // the user set its flags: check them before its first client (flags.c)
 } loaded_plugin_t;
 
 static loaded_plugin_t plugins[8];
@@ -160,10 +161,10 @@ static void prefer_sequential_schedule(const char* path) {
   tpu_strbuf_deinit(&b);
 }
 
-static tpu_status_t plugin_open(const char* path, const PJRT_Api** out_api) {
+static tpu_status_t plugin_open(const char* path, loaded_plugin_t** out) {
   for (int i = 0; i < num_plugins; ++i)
     if (!strcmp(plugins[i].path, path)) {
-      *out_api = plugins[i].api;
+      *out = &plugins[i];
       return TPU_OK;
     }
   if (!file_exists(path))
@@ -175,6 +176,7 @@ static tpu_status_t plugin_open(const char* path, const PJRT_Api** out_api) {
   // XLA logs every client creation at INFO; keep its logs to warnings and up
   // unless the user asked for more.
   if (tpu_log_level() < TPU_LOG_DEBUG) setenv("TF_CPP_MIN_LOG_LEVEL", "1", 0);
+  bool check_flags = tpu_plugin_flags_set();  // before a flag of ours is added
   if (strstr(path, "cpu")) prefer_sequential_schedule(path);
   void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib)
@@ -206,8 +208,8 @@ static tpu_status_t plugin_open(const char* path, const PJRT_Api** out_api) {
   // dlclose is never called: XLA keeps process-lifetime state in the plugin.
   plugins[num_plugins].path = strdup(path);
   plugins[num_plugins].api = api;
-  ++num_plugins;
-  *out_api = api;
+  plugins[num_plugins].check_flags = check_flags;
+  *out = &plugins[num_plugins++];
   return TPU_OK;
 }
 
@@ -385,11 +387,12 @@ tpu_status_t tpu_client_create(const tpu_client_options_t* options,
   char path[4096];
   TPU_RETURN_IF_ERROR(resolve_plugin(options ? options->plugin : NULL, path,
                                      sizeof path));
-  const PJRT_Api* api = NULL;
+  loaded_plugin_t* plugin = NULL;
   mtx_lock(&plugins_mutex);
-  tpu_status_t s = plugin_open(path, &api);
+  tpu_status_t s = plugin_open(path, &plugin);
   mtx_unlock(&plugins_mutex);
   if (s) return s;
+  const PJRT_Api* api = plugin->api;
 
   tpu_client_t* c = tpu_calloc(1, sizeof *c);
   if (!c) return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory");
@@ -423,6 +426,14 @@ tpu_status_t tpu_client_create(const tpu_client_options_t* options,
   PJRT_ARGS(Client_Create, cc);
   cc.create_options = opt.name ? &opt : NULL;
   cc.num_options = opt.name ? 1 : 0;
+  if (plugin->check_flags) {
+    s = tpu_plugin_flags_check(api, &cc, path);
+    if (s) {
+      tpu_client_release(c);
+      return s;
+    }
+    plugin->check_flags = false;  // the plugin has read them: no second check
+  }
   s = PJRT_CALL(api, Client_Create, cc);
   if (s && opt.name) {
     tpu_log(TPU_LOG_WARN, "PJRT plugin %s refused the option %s; created without it",

@@ -114,4 +114,12 @@ TPU_MUST_USE tpu_status_t tpu_promise_on_settled(tpu_promise_t* promise,
                                                  void (*fn)(void* user, tpu_status_t status),
                                                  void* user, bool* settled);
 
+// The plugin's flags from the environment (flags.c): whether the user set
+// any, and, before the first client, a check that creating a client with
+// them (`args`) does not end the process.
+bool tpu_plugin_flags_set(void);
+TPU_MUST_USE tpu_status_t tpu_plugin_flags_check(const PJRT_Api* api,
+                                                 PJRT_Client_Create_Args* args,
+                                                 const char* path);
+
 #endif  // TPU_PJRT_INTERNAL_H_
