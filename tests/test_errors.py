@@ -310,6 +310,36 @@ def test_fused_step_out_of_memory_keeps_the_model_and_the_optimizer(background, 
     still_works()
 
 
+@pytest.mark.parametrize("background", ["1", "0"])
+def test_a_graph_whose_scratch_memory_passes_the_cap_fails_before_it_runs(background,
+                                                                        monkeypatch):
+    # The memory check counts the scratch memory XLA gives a program (here
+    # for the 1 MiB products), not only its outputs (4 bytes), on
+    # the compile thread as at the flush; the graph then changes nothing.
+    monkeypatch.setenv("TORCHTPU_BACKGROUND_COMPILE", background)
+    a = torch.randn(512, 512).tpu()
+    w = torch.zeros(4).tpu()
+    torch.tpu.synchronize()
+    total = torch.tpu.get_device_properties().total_memory
+    torch.tpu.set_per_process_memory_fraction((torch.tpu.memory_allocated() + 2**18) / total)
+    try:
+        with torchtpu.mode("fused"):
+            w.add_(1)
+            with pytest.raises(torch.tpu.OutOfMemoryError, match=r"tried to allocate [1-3]\.\d\d MiB"):
+                ((a @ a) @ a).sum().item()
+    finally:
+        torch.tpu.set_per_process_memory_fraction(1.0)
+    assert torch.equal(w.cpu(), torch.zeros(4))
+    # Without the cap it runs, and the peak counts its scratch memory, so a
+    # cap set from max_memory_allocated() lets it run again.
+    torch.tpu.reset_peak_memory_stats()
+    with torchtpu.mode("fused"):
+        product = (a @ a) @ a
+        assert torch.allclose(product.cpu(), (a.cpu() @ a.cpu()) @ a.cpu(), rtol=1e-3, atol=1e-1)
+    assert torch.tpu.max_memory_allocated() >= torch.tpu.memory_allocated() + 2**20
+    still_works()
+
+
 def test_dlpack_is_refused_not_misread():
     # A tpu tensor has no host-addressable memory to share: importing it
     # through DLPack raises (PyTorch's own message), a tensor made from its

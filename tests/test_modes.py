@@ -238,7 +238,9 @@ def test_reading_a_result_holds_it_once(name):
 def test_fused_optimizer_step_peak_is_what_the_step_holds():
     # The step's outputs take the memory of the parameters and state they
     # overwrite (donated): the peak is what is held before and after the
-    # step, with no moment when both count.
+    # step, with no moment when both count, and the scratch memory XLA
+    # gives the program (its intermediates: here one parameter's worth),
+    # which the peak counts as torch.cuda's counts kernels' workspaces.
     torch.manual_seed(0)
     model = torch.nn.Linear(256, 256).tpu()
     opt = torch.optim.AdamW(model.parameters())
@@ -256,7 +258,8 @@ def test_fused_optimizer_step_peak_is_what_the_step_holds():
         torch.tpu.synchronize()
     after = torch.tpu.memory_allocated()
     assert after - held < 64  # this step's bias corrections: new 0-d inputs (cached)
-    assert torch.tpu.max_memory_allocated() == max(held, after)
+    state_bytes = 3 * sum(p.numel() * 4 for p in model.parameters())  # and 2 moments
+    assert torch.tpu.max_memory_allocated() - max(held, after) < state_bytes / 2
 
 
 def test_fused_step_launched_while_backward_runs_updates_in_place():
@@ -274,17 +277,26 @@ def test_fused_step_launched_while_backward_runs_updates_in_place():
         model(x).square().mean().backward()
         opt.step()
 
+    def peak(sync_after_backward):
+        torch.tpu.synchronize()
+        torch.tpu.reset_peak_memory_stats()
+        for _ in range(5):
+            opt.zero_grad()
+            model(x).square().mean().backward()
+            if sync_after_backward:  # nothing running: every donor is free
+                torch.tpu.synchronize()
+            opt.step()
+        torch.tpu.synchronize()
+        return torch.tpu.max_memory_allocated()
+
     with torchtpu.mode("fused"):
         for _ in range(3):
             step()
-        torch.tpu.synchronize()
-        held = torch.tpu.memory_allocated()
-        torch.tpu.reset_peak_memory_stats()
-        for _ in range(5):
-            step()
-        torch.tpu.synchronize()
+        # Both peaks count the backward program's scratch memory.
+        donors_free = peak(True)
+        donors_busy = peak(False)
     param_bytes = sum(p.numel() * 4 for p in model.parameters())
-    assert torch.tpu.max_memory_allocated() - held < param_bytes / 2
+    assert donors_busy - donors_free < param_bytes / 2
 
 
 @pytest.mark.parametrize("name", ["strict", "fused"])

@@ -5,7 +5,9 @@ host's time recording (and, in strict mode, launching) the forward, the
 backward and the optimizer step, its wait in the closing synchronize(), and
 the device times that events give: from the step's start to the end of the
 work launched by the end of backward(), and from there to the end of the
-optimizer step's work (in fused mode, its two programs).
+optimizer step's work (in fused mode, its two programs). Then the peak
+device memory over the timed steps (buffers, and each program's scratch
+memory while it runs).
 
     .venv/bin/python tools/step_split.py [--model GPT] [--mode fused] [--steps 200]
 """
@@ -51,6 +53,8 @@ def main():
         torch.tpu.synchronize()
         t.append(time.perf_counter())
         if i < 30:
+            if i == 29:
+                torch.tpu.reset_peak_memory_stats()
             continue
         host = [(b - a) * 1e3 for a, b in zip(t, t[1:])]
         for k, v in zip(("forward", "backward", "optimizer", "sync"), host):
@@ -61,6 +65,7 @@ def main():
     print(f"{args.model} {args.mode}, ms per step (medians of {args.steps}):")
     for k, v in ms.items():
         print(f"  {k:28s} {statistics.median(v):7.2f}")
+    print(f"  {'peak memory, MB':28s} {torch.tpu.max_memory_allocated() / 2**20:7.2f}")
 
 
 if __name__ == "__main__":

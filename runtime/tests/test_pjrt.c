@@ -181,6 +181,25 @@ void test_memory_cap(void) {
   tpu_client_release(c);
 }
 
+// XLA's buffer assignment gives a program scratch memory for what it
+// computes between its arguments and its outputs (here the first product,
+// 64 floats), which the memory checks count (tpu_executable_temp_bytes).
+void test_scratch_memory(void) {
+  tpu_client_t* c = test_client(1);
+  const char* two_products =
+      "module @two {\n"
+      "  func.func public @main(%a: tensor<64x64xf32>) -> tensor<64x64xf32> {\n"
+      "    %0 = stablehlo.dot %a, %a : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>\n"
+      "    %1 = stablehlo.dot %0, %0 : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>\n"
+      "    return %1 : tensor<64x64xf32>\n"
+      "  }\n"
+      "}\n";
+  tpu_executable_t* e = test_compile(c, two_products);
+  CHECK(tpu_executable_temp_bytes(e) >= 64 * 64 * 4);
+  tpu_executable_release(e);
+  tpu_client_release(c);
+}
+
 // A program whose argument 0 aliases its result: executing it donates the
 // argument (it becomes unreadable) unless the call keeps it.
 void test_donation_and_keep(void) {

@@ -86,6 +86,9 @@ void tpu_client_set_memory_cap(tpu_client_t* client, int device, int64_t bytes);
 TPU_MUST_USE tpu_status_t tpu_client_fits(tpu_client_t* client, int device, int64_t bytes);
 // Counts an allocation the plugin refused (RESOURCE_EXHAUSTED).
 void tpu_client_note_oom(tpu_client_t* client, int device);
+// An execution launched with `bytes` of scratch memory: the peak counts it
+// on top of the buffers in use, as if it were allocated while it runs.
+void tpu_client_note_scratch(tpu_client_t* client, int device, int64_t bytes);
 
 //===--- buffers ---===//
 
@@ -155,6 +158,9 @@ TPU_MUST_USE tpu_status_t tpu_executable_execute_replicated(
     tpu_buffer_t** out_buffers, int num_outputs);
 int tpu_executable_num_outputs(const tpu_executable_t* exe);
 int tpu_executable_num_replicas(const tpu_executable_t* exe);
+// The scratch memory an execution takes while it runs, beyond its
+// arguments and outputs (XLA's buffer assignment); 0 if not reported.
+int64_t tpu_executable_temp_bytes(const tpu_executable_t* exe);
 // Serialized bytes (owned by the caller, free with tpu_free).
 TPU_MUST_USE tpu_status_t tpu_executable_serialize(tpu_executable_t* exe,
                                                    char** out_bytes,

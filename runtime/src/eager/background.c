@@ -86,6 +86,10 @@ static void run(tpu_job_t* j) {
                                              : tpu_calloc((size_t)j->num_results, sizeof *made);
   tpu_event_t* done = NULL;
   if (!s && !made) s = tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!s) {  // its outputs count already (promised buffers)
+    s = tpu_client_fits(tpu_rt()->client, j->device, tpu_executable_temp_bytes(exe));
+    if (s) s = tpu_status_annotate(s, "running %s", j->ops);
+  }
   if (!s) {
     s = tpu_executable_execute(exe, j->device, j->params, j->num_params, NULL, 0, made,
                                j->num_results, &done);

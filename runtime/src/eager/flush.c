@@ -429,9 +429,12 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
       release_donated(d, finished);
       int num_keep = keep && !later && tpu_mode_get() != TPU_MODE_FUSED
                          ? busy_donors(d, finished, outs, num_values, keep) : 0;  // none: only slower
-      // Past the process's memory cap the graph fails here, before it changes anything.
-      s = name_ops(d, "running", tpu_client_fits(tpu_rt()->client, d->index,
-                                                  new_bytes(d, outs, n, num_values, keep, num_keep)));
+      // Past the device's memory or the process's cap the graph fails here,
+      // before it changes anything; a program compiled on the compile
+      // thread checks its scratch memory there.
+      int64_t bytes = new_bytes(d, outs, n, num_values, keep, num_keep);
+      if (exe) bytes += tpu_executable_temp_bytes(exe);
+      s = name_ops(d, "running", tpu_client_fits(tpu_rt()->client, d->index, bytes));
       if (s) {
         tpu_executable_release(exe);
       } else {

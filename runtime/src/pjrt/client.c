@@ -505,6 +505,15 @@ void tpu_client_note_oom(tpu_client_t* c, int device) {
   if (device >= 0 && device < c->num_devices) atomic_fetch_add(&c->devices[device].num_ooms, 1);
 }
 
+void tpu_client_note_scratch(tpu_client_t* c, int device, int64_t bytes) {
+  if (bytes <= 0 || device < 0 || device >= c->num_devices) return;
+  tpu_device_info_t* d = &c->devices[device];
+  int64_t now = atomic_load(&d->bytes_in_use) + bytes;
+  int64_t peak = atomic_load(&d->peak_bytes);
+  while (now > peak && !atomic_compare_exchange_weak(&d->peak_bytes, &peak, now)) {
+  }
+}
+
 static void human_bytes(int64_t bytes, char out[32]) {
   static const char* const units[] = {"KiB", "MiB", "GiB", "TiB"};
   if (bytes < 1024) {

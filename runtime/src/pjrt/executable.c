@@ -18,6 +18,7 @@ struct tpu_executable {
   int num_outputs;
   int num_params;  // -1 when the signature could not be read
   param_type_t* params;
+  int64_t temp_bytes;  // scratch memory an execution takes; 0: not reported
 };
 
 //===--- compile options: a hand-encoded CompileOptionsProto ---===//
@@ -141,7 +142,9 @@ static void executable_destroy(void* self) {
   tpu_free(e);
 }
 
-static tpu_status_t query_outputs(tpu_executable_t* e) {
+// Its number of outputs, and the scratch memory XLA's buffer assignment
+// gives it (optional in the ABI).
+static tpu_status_t query_executable(tpu_executable_t* e) {
   const PJRT_Api* api = e->client->api;
   PJRT_ARGS(LoadedExecutable_GetExecutable, g);
   g.loaded_executable = e->handle;
@@ -150,6 +153,13 @@ static tpu_status_t query_outputs(tpu_executable_t* e) {
   no.executable = g.executable;
   tpu_status_t s = PJRT_CALL(api, Executable_NumOutputs, no);
   e->num_outputs = (int)no.num_outputs;
+  if (!s && tpu_pjrt_has(api, PJRT_SLOT_Executable_GetCompiledMemoryStats)) {
+    PJRT_ARGS(Executable_GetCompiledMemoryStats, ms);
+    ms.executable = g.executable;
+    tpu_status_t stats = PJRT_CALL(api, Executable_GetCompiledMemoryStats, ms);
+    if (!stats && ms.temp_size_in_bytes > 0) e->temp_bytes = ms.temp_size_in_bytes;
+    tpu_status_free(stats);
+  }
   PJRT_ARGS(Executable_Destroy, d);
   d.executable = g.executable;
   tpu_status_ignore(PJRT_CALL(api, Executable_Destroy, d));
@@ -173,7 +183,7 @@ static tpu_status_t wrap_loaded(tpu_client_t* c, PJRT_LoadedExecutable* h,
   e->num_replicas = num_replicas;
   e->num_params = -1;
   if (mlir) read_signature(e, mlir);
-  tpu_status_t s = query_outputs(e);
+  tpu_status_t s = query_executable(e);
   if (s) {
     tpu_executable_release(e);
     return s;
@@ -394,6 +404,7 @@ static tpu_status_t execute(tpu_executable_t* e, PJRT_Device* device,
       if (w && !s) s = w;
       else tpu_status_free(w);
     }
+  for (int d = 0; !s && d < num_devices; ++d) tpu_client_note_scratch(e->client, devices[d], e->temp_bytes);
   if (s) {  // release whatever was produced
     for (int k = 0; k < total_out; ++k) {
       if (out && out[k]) {
@@ -453,6 +464,7 @@ tpu_status_t tpu_executable_execute_replicated(tpu_executable_t* e,
 }
 
 int tpu_executable_num_outputs(const tpu_executable_t* e) { return e->num_outputs; }
+int64_t tpu_executable_temp_bytes(const tpu_executable_t* e) { return e->temp_bytes; }
 int tpu_executable_num_replicas(const tpu_executable_t* e) { return e->num_replicas; }
 void tpu_executable_retain(tpu_executable_t* e) { if (e) tpu_object_retain(&e->obj); }
 void tpu_executable_release(tpu_executable_t* e) { if (e) tpu_object_release(&e->obj); }

@@ -176,7 +176,14 @@ typedef void (*PJRT_Event_OnReadyCallback)(PJRT_Error* error, void* user_arg);
   X(Buffer_IsOnCpu, 71, is_on_cpu, PJRT_Buffer* buffer; bool is_on_cpu;)       \
   X(Buffer_ReadyEvent, 72, event, PJRT_Buffer* buffer; PJRT_Event* event;)     \
   X(Buffer_UnsafePointer, 73, buffer_pointer, PJRT_Buffer* buffer;             \
-    uintptr_t buffer_pointer;)
+    uintptr_t buffer_pointer;)                                                 \
+  X(Executable_GetCompiledMemoryStats, 96, host_temp_size_in_bytes,            \
+    PJRT_Executable* executable; int64_t generated_code_size_in_bytes;         \
+    int64_t argument_size_in_bytes; int64_t output_size_in_bytes;              \
+    int64_t alias_size_in_bytes; int64_t temp_size_in_bytes;                   \
+    int64_t host_generated_code_size_in_bytes;                                 \
+    int64_t host_argument_size_in_bytes; int64_t host_output_size_in_bytes;    \
+    int64_t host_alias_size_in_bytes; int64_t host_temp_size_in_bytes;)
 
 #define PJRT_DECLARE_ARGS(name, slot, last, fields) \
   typedef struct PJRT_##name##_Args {              \
