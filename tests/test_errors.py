@@ -16,6 +16,12 @@ def still_works():
     assert (torch.ones(3, device="tpu") * 2).sum().item() == 6.0
 
 
+def run_python(code, **env):
+    """Runs `code` in a new Python process with `env` added to the environment."""
+    return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env),
+                          capture_output=True, text=True)
+
+
 def test_shape_mismatch():
     err, _ = check_error(torch.add, torch.ones(2, 3), torch.ones(4))
     assert "must match the size of tensor b (4)" in str(err)
@@ -68,8 +74,7 @@ def test_fallback_error_mode():
             "    torch.igamma(x, x)  # no lowering yet: a CPU fallback\n"
             "except NotImplementedError as e:\n"
             "    print('NotImplementedError', 'TORCHTPU_FALLBACK=error' in str(e))\n")
-    env = dict(os.environ, TORCHTPU_FALLBACK="error")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    out = run_python(code, TORCHTPU_FALLBACK="error")
     assert "NotImplementedError True" in out.stdout, out.stderr
 
 
@@ -80,8 +85,7 @@ def test_missing_plugin():
             "    torch.ones(1, device='tpu')\n"
             "except RuntimeError as e:\n"
             "    print('error:', e)\n")
-    env = dict(os.environ, TORCHTPU_PLUGIN="/nonexistent/plugin.so")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    out = run_python(code, TORCHTPU_PLUGIN="/nonexistent/plugin.so")
     assert "available False" in out.stdout, out.stderr
     assert "PJRT plugin not found: /nonexistent/plugin.so" in out.stdout
 
@@ -97,8 +101,7 @@ def test_a_flag_the_plugin_does_not_know_raises_instead_of_ending_the_process():
             "        print('error:', e)\n"
             "print('available', torch.tpu.is_available())\n"
             "print('cpu', torch.ones(2).sum().item())\n")
-    env = dict(os.environ, XLA_FLAGS="--xla_cpu_enable_fast_math=false --xla_no_such_flag=1")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    out = run_python(code, XLA_FLAGS="--xla_cpu_enable_fast_math=false --xla_no_such_flag=1")
     assert out.returncode == 0, out.stderr
     errors = [line for line in out.stdout.splitlines() if line.startswith("error:")]
     assert len(errors) == 2, out.stdout
@@ -106,8 +109,7 @@ def test_a_flag_the_plugin_does_not_know_raises_instead_of_ending_the_process():
     assert "Unknown flag in XLA_FLAGS: --xla_no_such_flag=1" in errors[0]
     assert "available False" in out.stdout and "cpu 2.0" in out.stdout
     # Flags it knows pass the check and take effect as before.
-    env["XLA_FLAGS"] = "--xla_cpu_enable_fast_math=false"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    out = run_python(code, XLA_FLAGS="--xla_cpu_enable_fast_math=false")
     assert "error:" not in out.stdout and "available True" in out.stdout, out.stdout + out.stderr
 
 
@@ -123,8 +125,7 @@ def test_bad_environment_value_raises_at_first_use(var, value, expected):
             "except RuntimeError as e:\n"
             "    print(e)\n"
             "print('alive', torch.ones(2).sum().item())\n")
-    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **{var: value}),
-                         capture_output=True, text=True)
+    out = run_python(code, **{var: value})
     assert f"{var}={value}: {expected}" in out.stdout, out.stderr
     assert "alive 2.0" in out.stdout
 
@@ -133,9 +134,7 @@ def test_cache_dir_that_is_a_file_warns_and_runs(tmp_path):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
     code = "import torch, torchtpu\nprint((torch.ones(3, device='tpu') + 1).sum().item())\n"
-    out = subprocess.run([sys.executable, "-c", code],
-                         env=dict(os.environ, TORCHTPU_CACHE_DIR=str(not_a_dir)),
-                         capture_output=True, text=True)
+    out = run_python(code, TORCHTPU_CACHE_DIR=str(not_a_dir))
     assert out.stdout.strip() == "6.0", out.stderr
     assert f"compile cache on disk disabled: {not_a_dir} is not a directory" in out.stderr
 
