@@ -239,8 +239,8 @@ TPU_MUST_USE tpu_status_t tpu_dev_launch_later(tpu_dev_t* d, tpu_hash_t key,
 void tpu_dev_reap(tpu_dev_t* d, bool wait);
 // At a sync: waits for the device's jobs, gives the slots that failed ones
 // wrote their values from before them, and returns the oldest failure not
-// raised yet (the others are not raised: they are marked raised), or else
-// that of a flush that tpu_flush_deferred made.
+// raised yet, or else that of a flush that tpu_flush_deferred kept; the
+// others count as raised (they followed from it).
 TPU_MUST_USE tpu_status_t tpu_dev_undo_failed_jobs(tpu_dev_t* d);
 // How many references to `buffer` the device's jobs hold.
 int tpu_dev_job_holds(const tpu_dev_t* d, const tpu_buffer_t* buffer);
