@@ -1,15 +1,24 @@
 // Device buffers: host transfers, readiness, device-to-device copies.
 #include "pjrt/pjrt_internal.h"
 
+static void raise_peak(tpu_device_info_t* d, int64_t now) {
+  int64_t peak = atomic_load(&d->peak_bytes);
+  while (now > peak && !atomic_compare_exchange_weak(&d->peak_bytes, &peak, now)) {
+  }
+}
+
 static void account(tpu_client_t* c, int device, int64_t delta) {
   tpu_device_info_t* d = &c->devices[device];
   int64_t now = atomic_fetch_add(&d->bytes_in_use, delta) + delta;
   if (delta > 0) {
     atomic_fetch_add(&d->num_allocs, 1);
-    int64_t peak = atomic_load(&d->peak_bytes);
-    while (now > peak && !atomic_compare_exchange_weak(&d->peak_bytes, &peak, now)) {
-    }
+    raise_peak(d, now);
   }
+}
+
+void tpu_client_note_scratch(tpu_client_t* c, int device, int64_t bytes) {
+  if (bytes > 0 && device >= 0 && device < c->num_devices)
+    raise_peak(&c->devices[device], atomic_load(&c->devices[device].bytes_in_use) + bytes);
 }
 
 static void buffer_destroy(void* self) {

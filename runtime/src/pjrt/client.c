@@ -371,9 +371,9 @@ static tpu_status_t client_query(tpu_client_t* c) {
     dk.device_description = gd.device_description;
     TPU_RETURN_IF_ERROR(PJRT_CALL(c->api, DeviceDescription_Kind, dk));
     d->kind = dup_n(dk.device_kind, dk.device_kind_size);
-    d->capacity = device_capacity(c->api, d->handle);
     if (!d->kind)
       return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of host memory");
+    d->capacity = device_capacity(c->api, d->handle);
     if (i == 0) id = tpu_hash_bytes(id, d->kind, strlen(d->kind));
   }
   c->identity = id;
@@ -503,15 +503,6 @@ void tpu_client_set_memory_cap(tpu_client_t* c, int device, int64_t bytes) {
 
 void tpu_client_note_oom(tpu_client_t* c, int device) {
   if (device >= 0 && device < c->num_devices) atomic_fetch_add(&c->devices[device].num_ooms, 1);
-}
-
-void tpu_client_note_scratch(tpu_client_t* c, int device, int64_t bytes) {
-  if (bytes <= 0 || device < 0 || device >= c->num_devices) return;
-  tpu_device_info_t* d = &c->devices[device];
-  int64_t now = atomic_load(&d->bytes_in_use) + bytes;
-  int64_t peak = atomic_load(&d->peak_bytes);
-  while (now > peak && !atomic_compare_exchange_weak(&d->peak_bytes, &peak, now)) {
-  }
 }
 
 static void human_bytes(int64_t bytes, char out[32]) {

@@ -76,18 +76,17 @@ tpu_status_t tpu_plugin_flags_check(const PJRT_Api* api, PJRT_Client_Create_Args
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) continue;  // the deadline decides
     char chunk[1024];
+    _Static_assert(sizeof chunk < LOG_BYTES, "a chunk fits in the log");
     ssize_t got = read(fds[0], chunk, sizeof chunk);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) break;  // the child is gone
     // Keep the end: the reason is printed last.
     size_t n = (size_t)got;
-    if (used + n >= sizeof log) {
+    if (used + n > sizeof log - 1) {
       size_t drop = used + n - (sizeof log - 1);
-      if (drop > used) drop = used;
       memmove(log, log + drop, used - drop);
       used -= drop;
     }
-    if (n > sizeof log - 1 - used) n = sizeof log - 1 - used;
     memcpy(log + used, chunk, n);
     used += n;
   }
