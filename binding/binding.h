@@ -76,6 +76,12 @@ void reset_compile_sites();
 void mark_step();
 int64_t steps_taken();
 
+// The strides PyTorch's meta kernel gives each result of `op` called with
+// `args` (meta_layout.cpp), in the order of its returns; empty for a result
+// that is not a dense tensor, all empty when the op has no meta kernel.
+using MetaStrides = std::vector<std::vector<int64_t>>;
+MetaStrides meta_strides(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
+
 // Registers the boxed kernel of op table row `row` for an ATen overload.
 void register_kernel(const std::string& qualified_name, int row);
 // Runs a boxed call on the CPU: counted in the metrics, warned once, an

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/native/TypeProperties.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/library.h>
@@ -276,6 +277,8 @@ struct Call {
   bool into = false;  // in-place / out=
   bool is_out = false;
   bool iterator = false;  // new results take the inputs' layout
+  size_t conditions = 0;  // leading inputs TensorIterator never converts
+  MetaStrides layout;     // or these strides (TPU_F_META_LAYOUT)
   c10::DeviceIndex device = 0;
   std::vector<at::Tensor> targets;  // in-place / out= tensors, in order
   std::vector<at::Tensor> results;  // new tensors of a functional call
@@ -310,18 +313,62 @@ void resize_out(at::Tensor& out, const tpu_result_type_t& type,
   impl->set_sizes_contiguous(sizes);
 }
 
-// TensorIterator's layout for a new result of `sizes`: its dims ordered as
-// the strides of the inputs that broadcast to it order them, the first
-// input that tells two dims apart deciding (a broadcast dim tells nothing).
-// Empty when that is row-major.
-std::vector<int64_t> iterator_strides(c10::IntArrayRef sizes,
-                                      const std::vector<const c10::TensorImpl*>& inputs) {
+// The dtype TensorIterator converts the inputs of an op with a result of
+// `dtype` to: their promoted dtype (a float one when the result is, as for
+// true division of integers), or a unary op's input dtype (only sin(int)
+// converts). Inputs before `first` (where's condition) take no part.
+c10::ScalarType common_dtype(c10::ScalarType dtype,
+                             const std::vector<const c10::TensorImpl*>& inputs, size_t first) {
+  std::vector<at::Tensor> held;
+  for (size_t k = first; k < inputs.size(); ++k)
+    if (const c10::TensorImpl* in = inputs[k]; in != c10::UndefinedTensorImpl::singleton())
+      held.push_back(at::Tensor(c10::intrusive_ptr<c10::TensorImpl>::unsafe_reclaim_from_nonowning(
+          const_cast<c10::TensorImpl*>(in))));
+  bool float_result = c10::isFloatingType(dtype) || c10::isComplexType(dtype);
+  if (held.size() == 1) {
+    c10::ScalarType in = held[0].scalar_type();
+    return c10::isIntegralType(in, true) && float_result ? dtype : in;
+  }
+  c10::ScalarType common = at::native::result_type(held);
+  return c10::isIntegralType(common, true) && float_result ? dtype : common;
+}
+
+// TensorIterator's layout for a new result of `sizes` and `dtype`: its dims
+// ordered as the strides of the inputs that broadcast to it order them, the
+// first input that tells two dims apart deciding (a broadcast dim tells
+// nothing). Empty when that is row-major. Inputs before `first` are
+// never converted.
+std::vector<int64_t> iterator_strides(c10::IntArrayRef sizes, c10::ScalarType dtype,
+                                      const std::vector<const c10::TensorImpl*>& inputs,
+                                      size_t first) {
   const int64_t ndim = static_cast<int64_t>(sizes.size());
   if (ndim < 2) return {};
-  auto stride = [&](const c10::TensorImpl* in, int64_t d) -> int64_t {
+  // TensorIterator first converts each input of another dtype than the
+  // common one, and a copy of an input that is not dense (x.expand(...))
+  // is laid out contiguously (or channels-last): it is no longer broadcast.
+  std::vector<std::vector<int64_t>> copied(inputs.size());
+  std::optional<c10::ScalarType> common;
+  for (size_t k = first; k < inputs.size(); ++k) {
+    const c10::TensorImpl* in = inputs[k];
+    if (in == c10::UndefinedTensorImpl::singleton() || in->is_non_overlapping_and_dense()) continue;
+    if (!common) common = common_dtype(dtype, inputs, first);
+    if (in->dtype().toScalarType() == *common) continue;
+    if (in->is_strides_like_channels_last()) {
+      copied[k] = c10::get_channels_last_strides_2d(in->sizes());
+      continue;
+    }
+    copied[k].resize(static_cast<size_t>(in->dim()));
+    int64_t next = 1;
+    for (int64_t i = in->dim() - 1; i >= 0; --i) {
+      copied[k][static_cast<size_t>(i)] = next;
+      next *= std::max<int64_t>(in->size(i), 1);
+    }
+  }
+  auto stride = [&](size_t k, int64_t d) -> int64_t {
+    const c10::TensorImpl* in = inputs[k];
     int64_t i = d - (ndim - in->dim());  // inputs broadcast from the right
     if (i < 0 || (in->size(i) == 1 && sizes[d] != 1)) return 0;
-    return in->stride(i);
+    return copied[k].empty() ? in->stride(i) : copied[k][static_cast<size_t>(i)];
   };
   auto broadcasts = [&](const c10::TensorImpl* in) {  // to the result's shape
     if (in->dim() == 0 || in->dim() > ndim) return false;
@@ -333,9 +380,9 @@ std::vector<int64_t> iterator_strides(c10::IntArrayRef sizes,
   };
   // > 0: dim a goes after (is slower than) dim b; < 0: before; 0: unknown
   auto slower = [&](int64_t a, int64_t b) -> int {
-    for (const c10::TensorImpl* in : inputs) {
-      if (!broadcasts(in)) continue;
-      int64_t sa = stride(in, a), sb = stride(in, b);
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      if (!broadcasts(inputs[k])) continue;
+      int64_t sa = stride(k, a), sb = stride(k, b);
       if (sa == 0 || sb == 0) continue;
       if (sa != sb) return sa > sb ? 1 : -1;
       if (sizes[a] > sizes[b]) return 1;  // equal strides: the smaller dim first
@@ -380,11 +427,13 @@ tpu_status_t prepare(void* user, int count, const tpu_result_type_t* types,
         }
         c10::IntArrayRef sizes(types[k].sizes, static_cast<size_t>(types[k].rank));
         call->results.push_back(new_tensor(sizes, to_torch(types[k].dtype), call->device));
-        if (call->iterator) {
-          std::vector<int64_t> strides = iterator_strides(sizes, call->inputs);
-          if (!strides.empty())
-            call->results.back().unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
-        }
+        std::vector<int64_t> strides;
+        if (call->iterator)
+          strides = iterator_strides(sizes, to_torch(types[k].dtype), call->inputs,
+                                     call->conditions);
+        else if (static_cast<size_t>(k) < call->layout.size()) strides = call->layout[k];
+        if (strides.size() == sizes.size() && !strides.empty())
+          call->results.back().unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
         targets[k] = view_of(call->results.back());
       }
       return TPU_OK;
@@ -528,7 +577,10 @@ class RowKernel final : public c10::OperatorKernel {
     Call call;
     call.into = info_.into;
     call.iterator = tpu_op_has_input_layout(row_) && !info_.returns_list;
+    static const int where = tpu_op_lookup("where");
+    call.conditions = row_ == where ? 1 : 0;  // where's condition: bool, never promoted
     call.is_out = info_.is_out_variant;
+    if (!info_.into && tpu_op_has_meta_layout(row_)) call.layout = meta_strides(op, ivalues);
     for (size_t i = 0; i < n; ++i) {
       const c10::IValue& v = ivalues[i];
       if (info_.written[i]) {  // collect targets (and their device)

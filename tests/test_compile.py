@@ -174,6 +174,19 @@ def test_results_have_the_strides_the_trace_was_promised():
     emb = torch.nn.Sequential(torch.nn.Embedding(10, 8), torch.nn.LayerNorm(8),
                               torch.nn.GELU()).tpu()
     torch.compile(emb, backend=backend)(torch.randint(0, 10, (3, 4)).tpu()).sum().backward()
+
+    def spectral(a, x):  # column-major linalg results, fft's transformed dim inner
+        inv = torch.linalg.inv(a @ a.mT + 4 * torch.eye(4, device=a.device))
+        return (inv.mT.reshape(-1).sum() + torch.linalg.qr(a)[0].sum() +
+                torch.fft.rfft(x, dim=1).abs().sum())
+    a, x = torch.randn(2, 4, 4).tpu().requires_grad_(), torch.randn(3, 8, 5).tpu().requires_grad_()
+    torch.compile(spectral, backend=backend)(a, x).backward()
+    cnn = torch.nn.Sequential(  # channels-last: conv's results are row-major on tpu
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2), torch.nn.GroupNorm(2, 8), torch.nn.Upsample(scale_factor=2),
+        torch.nn.AvgPool2d(2), torch.nn.AdaptiveAvgPool2d(2)).tpu().to(memory_format=torch.channels_last)
+    image = torch.randn(2, 3, 8, 8).tpu().contiguous(memory_format=torch.channels_last)
+    torch.compile(cnn, backend=backend)(image.requires_grad_()).sum().backward()
     assert not mismatches
 
 

@@ -258,3 +258,36 @@ def test_matrix_exp_errors():
     check_error(torch.linalg.matrix_exp, torch.randn(3))
     check_error(torch.linalg.matrix_exp, torch.randn(2, 3))
     check_error(torch.linalg.matrix_exp, torch.ones(3, 3, dtype=torch.long))
+
+
+#===--- layout ---===#
+
+def _strides(result):
+    return [t.stride() for t in (result if isinstance(result, tuple) else (result,))]
+
+
+def test_results_are_laid_out_as_pytorch_lays_them_out():
+    # linalg's matrices column-major, fft's transformed dims innermost: the
+    # strides of CPU's kernels and of the meta kernels a compiled graph
+    # trusts. The meta kernel runs once per signature, so an input laid out
+    # otherwise (the transposed z) gets its own layout.
+    a, s, b = torch.randn(2, 4, 4), spd(2), torch.randn(2, 4, 3)
+    low, x = torch.linalg.cholesky(s), torch.randn(3, 8, 5)
+    z = torch.randn(3, 8, 5, dtype=torch.complex64)
+    cases = [(torch.linalg.inv, s), (torch.linalg.cholesky, s), (torch.linalg.qr, a),
+             (torch.linalg.lu_factor, a), (torch.linalg.solve, s, b), (torch.cholesky_solve, b, low),
+             (lambda a, b: torch.linalg.solve_triangular(a, b, upper=False), low, b),
+             (lambda z: torch.fft.fft(z, dim=1), z), (lambda x: torch.fft.rfft(x, dim=1), x),
+             (lambda z: torch.fft.irfft(z, dim=1), z), (lambda z: torch.fft.fft(z, dim=1), z.mT),
+             (lambda z: torch.fft.fftn(z, dim=(0, 1)), z)]
+    for fn, *inputs in cases:
+        got = check(fn, *inputs, **TOL)
+        assert _strides(got) == _strides(fn(*inputs)), (fn, _strides(got))
+
+
+def test_views_that_rely_on_the_layout_work():
+    # The transposed results are contiguous, as on CPU: view() takes them.
+    s, z = spd(2), torch.randn(3, 8, 5, dtype=torch.complex64)
+    check(lambda s: torch.linalg.inv(s).mT.view(2, -1), s, **TOL)
+    check(lambda s: torch.linalg.cholesky(s).mT.view(-1), s, **TOL)
+    check(lambda z: torch.fft.fft(z, dim=1).transpose(1, 2).view(3, -1), z, **TOL)

@@ -2,6 +2,7 @@
 through every other view, as on CPU."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 from conftest import NoFallback, assert_same, to_tpu
 
@@ -117,7 +118,45 @@ LAYOUTS = {  # each returns the result whose layout is compared
     "channels last": lambda x: torch.relu(
         x.reshape(1, 2, 4, 6).contiguous(memory_format=torch.channels_last)),
     "a column's transpose": lambda x: x[0][:, :1].t() + 1,
+    # an expanded input of another dtype is converted first, and its copy,
+    # laid out contiguously, decides
+    "expanded int times transposed float": lambda x: (
+        torch.ones((), dtype=torch.long, device=x.device).expand(6, 4) * x[0].t()),
+    "transposed float times expanded int": lambda x: (
+        x[0].t() * torch.ones((), dtype=torch.long, device=x.device).expand(6, 4)),
+    "expanded float times transposed complex": lambda x: (
+        torch.ones((), device=x.device).expand(6, 4) * torch.complex(x[0], x[1]).t()),
+    "where with an expanded condition": lambda x: (  # a condition is not converted
+        torch.where(torch.tensor(True, device=x.device).expand(6, 4), x[0].t(), 0.0)),
+    "expanded int over expanded transposed int": lambda x: (
+        torch.ones((), dtype=torch.long, device=x.device).expand(6, 4) /
+        torch.ones(4, 1, dtype=torch.long, device=x.device).expand(4, 6).t()),
 }
+
+
+CHANNELS_LAST = {  # ops that keep a channels-last input's layout, as CPU's
+    "max_pool2d": lambda x: F.max_pool2d(x, 2),
+    "avg_pool2d": lambda x: F.avg_pool2d(x, 2),
+    "adaptive_avg_pool2d": lambda x: F.adaptive_avg_pool2d(x, 3),
+    "adaptive_max_pool2d": lambda x: F.adaptive_max_pool2d(x, 3),
+    "batch_norm": lambda x: F.batch_norm(x, None, None, training=True),
+    "group_norm": lambda x: F.group_norm(x, 3),
+    "nearest": lambda x: F.interpolate(x, scale_factor=2),
+    "bilinear": lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"),
+    "constant pad": lambda x: F.pad(x, (1, 1, 1, 1)),
+    "cat": lambda x: torch.cat([x, x], 1),
+}
+
+
+@pytest.mark.parametrize("name", CHANNELS_LAST)
+def test_channels_last_results(name):
+    # Their meta kernels say so too, so a compiled graph expects it
+    # (tests/test_compile.py). Convolution's results are row-major on tpu,
+    # as PyTorch's meta kernel lays out a PrivateUse1 device's.
+    x = torch.randn(2, 3, 8, 8).contiguous(memory_format=torch.channels_last)
+    want, got = CHANNELS_LAST[name](x), CHANNELS_LAST[name](x.tpu())
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got.cpu(), want, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("name", LAYOUTS)

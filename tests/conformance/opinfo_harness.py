@@ -49,6 +49,24 @@ GRAD_DTYPES = (torch.float32, torch.float64)
 DTYPE_NAMES = {d: str(d).replace("torch.", "") for d in DTYPES}
 BY_NAME = {v: k for k, v in DTYPE_NAMES.items()}
 
+# The strides of each dense functional result are compared with CPU's: a
+# compiled graph views tpu's results as the meta kernels lay them out, and
+# CPU's kernels lay theirs out the same (docs/compile.md). Except for these
+# ops, laid out otherwise for the reason given.
+LAYOUT_UNCHECKED = {
+    # data-dependent shapes, no meta kernel: CPU's kernel writes the
+    # transposed layout, tpu's is row-major
+    "argwhere", "nonzero", "nonzero_static",
+    # no meta kernel (not traceable by torch.compile): CPU keeps LAPACK's
+    # column-major result, tpu's is row-major
+    "geqrf",
+    # runs on the CPU through its out= form, into row-major tensors
+    "linalg.lstsq", "linalg.lstsq.grad_oriented",
+    # real-to-complex and back over several dims: tpu takes the layout of
+    # the meta kernel, which is cuFFT's there; CPU's MKL kernel gives another
+    "fft.rfft2", "fft.rfftn", "fft.hfft2", "fft.hfftn",
+}
+
 # Ops whose values are random or uninitialized: only dtype, shape and device
 # are compared (the tpu RNG is not bit-compatible with CPU's).
 METADATA_ONLY = {
@@ -426,6 +444,26 @@ def _gathers_to(x, idx, values):
     return False
 
 
+def compare_layout(expected, actual, path="result"):
+    """Raises Mismatch unless each dense tensor of actual (tpu's result,
+    moved to CPU with its strides) is laid out as expected's (CPU's):
+    the same strides on the dims with more than one element. Views that are
+    not dense, and tensors of fewer than two elements, are not compared (moving them to CPU makes them contiguous)."""
+    if isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor):
+        if expected.layout != torch.strided or actual.layout != torch.strided:
+            return
+        if expected.numel() < 2 or not torch._prims_common.is_non_overlapping_and_dense_or_false(expected):
+            return
+        want = [st for st, n in zip(expected.stride(), expected.shape) if n > 1]
+        got = [st for st, n in zip(actual.stride(), actual.shape) if n > 1]
+        if want != got:
+            raise Mismatch(f"{path}: strides {actual.stride()} where CPU's are "
+                           f"{expected.stride()} (shape {tuple(expected.shape)})")
+    elif isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
+        for k, (e, a) in enumerate(zip(expected, actual)):
+            compare_layout(e, a, f"{path}[{k}]")
+
+
 def _tie_compare(x, expected, actual, atol, rtol, stable):
     """Accepts a sort-like result whose indices differ from CPU's only among
     equal values. Raises Mismatch otherwise."""
@@ -571,12 +609,13 @@ def _no_worse(expected, actual, ref, atol, rtol):
 
 
 def _run_pair(run_cpu, run_tpu, res, atol, rtol, meta_only, what, fallback_compare=None,
-              cpu_error_skips=False, reference=None):
+              cpu_error_skips=False, reference=None, layout=False):
     """Runs one sample on CPU then on tpu and folds the outcome into res.
     fallback_compare(expected, actual) gets a second chance when the plain
     comparison fails (ops with unspecified tie order); so does reference(),
     the same computation on CPU in float64: a result no farther from it than
-    CPU's passes (counted in res.rescued)."""
+    CPU's passes (counted in res.rescued). With `layout`, a result must also
+    be laid out as CPU's (compare_layout)."""
     res.samples += 1
     try:
         expected = run_cpu()
@@ -629,6 +668,8 @@ def _run_pair(run_cpu, run_tpu, res, atol, rtol, meta_only, what, fallback_compa
                 res.random += 1
             else:
                 raise
+        if layout:
+            compare_layout(expected, actual)
         res.passed += 1
     except Mismatch as m:
         if res.fail is None:
@@ -731,7 +772,8 @@ def run_case(op, key, dtype, variant, samples=None, max_samples=None):
 
             def ref(s=s, post=post):
                 return post(op(_upcast(s.input), *_upcast(s.args), **_upcast(s.kwargs)))
-            _run_pair(run_cpu, run_tpu, res, atol, rtol, meta_only, what, ties, reference=ref)
+            _run_pair(run_cpu, run_tpu, res, atol, rtol, meta_only, what, ties, reference=ref,
+                      layout=not meta_only and key not in LAYOUT_UNCHECKED)
         elif variant == "inplace":
             fn = op.inplace_variant
 

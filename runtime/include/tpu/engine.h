@@ -249,6 +249,10 @@ bool tpu_op_is_elementwise(int op);
 // Whether a new result of the op takes the layout of its inputs: the
 // elementwise ops, and a few others as PyTorch lays theirs out.
 bool tpu_op_has_input_layout(int op);
+// Whether a new result of the op takes the layout PyTorch's meta kernel
+// gives it: linalg's column-major matrices, fft's transformed dims
+// innermost, pooling's, normalization's and resampling's channels-last.
+bool tpu_op_has_meta_layout(int op);
 // What the in-place form of the op allows between the tensor it writes and
 // its other tensor inputs, as PyTorch checks it before running.
 typedef enum tpu_overlap {

@@ -48,6 +48,9 @@ enum {
                                 // scatter; PyTorch's assert_no_overlap)
   TPU_F_INPUT_LAYOUT = 64,  // new results take the inputs' layout, as an
                             // elementwise row's do (native_dropout: empty_like)
+  TPU_F_META_LAYOUT = 128,  // new results take the layout of PyTorch's meta
+                            // kernel (the binding reads it: column-major
+                            // linalg results, channels-last pooling)
 };
 
 typedef struct tpu_op_row {

@@ -60,6 +60,9 @@ bool tpu_op_has_input_layout(int op) {
   return tpu_op_is_elementwise(op) ||
          (op >= 0 && op < NUM_ROWS && (rows[op].flags & TPU_F_INPUT_LAYOUT));
 }
+bool tpu_op_has_meta_layout(int op) {
+  return op >= 0 && op < NUM_ROWS && (rows[op].flags & TPU_F_META_LAYOUT);
+}
 // The elementwise rows with TensorIterator's cast rule are TensorIterator's
 // ops, so their in-place forms get its overlap check too.
 tpu_overlap_t tpu_op_inplace_overlap(int op) {
