@@ -62,6 +62,10 @@ LAYOUT_UNCHECKED = {
     "geqrf",
     # runs on the CPU through its out= form, into row-major tensors
     "linalg.lstsq", "linalg.lstsq.grad_oriented",
+    # channels-last input: row-major on tpu, as PyTorch's decomposition (what
+    # a graph traced for tpu expects) lays it out; CPU's kernel keeps it
+    "nn.functional.max_unpool2d", "nn.functional.max_unpool2d.grad",
+    "nn.functional.max_unpool3d", "nn.functional.max_unpool3d.grad",
     # real-to-complex and back over several dims: tpu takes the layout of
     # the meta kernel, which is cuFFT's there; CPU's MKL kernel gives another
     "fft.rfft2", "fft.rfftn", "fft.hfft2", "fft.hfftn",
