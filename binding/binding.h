@@ -81,6 +81,7 @@ int64_t steps_taken();
 // that is not a dense tensor, all empty when the op has no meta kernel.
 using MetaStrides = std::vector<std::vector<int64_t>>;
 MetaStrides meta_strides(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
+int64_t meta_layout_runs();  // meta kernels run so far (a loop runs none)
 
 // Registers the boxed kernel of op table row `row` for an ATen overload.
 void register_kernel(const std::string& qualified_name, int row);

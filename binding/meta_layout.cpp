@@ -16,7 +16,7 @@
 // values): a loop calls the meta kernel once.
 #include <ATen/ops/empty_strided.h>
 
-#include <cstring>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -61,6 +61,14 @@ bool describe(const c10::IValue& v, std::string& key) {
     key.push_back('L');
     for (int64_t i : v.toIntVector()) add_int(i);
     key.push_back(';');
+  } else if (v.isBoolList()) {  // output_mask
+    key.push_back('B');
+    for (bool b : v.toBoolList()) key.push_back(b ? 'T' : 'F');
+    key.push_back(';');
+  } else if (v.isDoubleList()) {  // scale factors
+    key.push_back('D');
+    for (double d : v.toDoubleVector()) add(&d, sizeof d);
+    key.push_back(';');
   } else if (v.isString()) {
     key.push_back('s');
     key.append(v.toStringRef());
@@ -85,7 +93,10 @@ c10::IValue on_meta(const c10::IValue& v) {
   return v;
 }
 
+std::atomic<int64_t> runs{0};
+
 MetaStrides run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  runs.fetch_add(1, std::memory_order_relaxed);
   MetaStrides out;
   torch::jit::Stack stack;
   for (const c10::IValue& v : args) stack.push_back(on_meta(v));
@@ -105,6 +116,8 @@ MetaStrides run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> a
 }
 
 }  // namespace
+
+int64_t meta_layout_runs() { return runs.load(std::memory_order_relaxed); }
 
 MetaStrides meta_strides(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   std::string key = op.schema().operator_name().name + "." +

@@ -184,6 +184,7 @@ PYBIND11_MODULE(_C, m) {
     return rows;
   });
   m.def("_register_kernel", &register_kernel);
+  m.def("_meta_layout_runs", &meta_layout_runs);
   m.def("_register_fallback", &register_fallback);
   m.def("_autograd_ran_on_device", &autograd_ran_on_device);
   m.def("_memory_stats", &memory_stats);
