@@ -450,13 +450,15 @@ def _gathers_to(x, idx, values):
 
 def compare_layout(expected, actual, path="result"):
     """Raises Mismatch unless each dense tensor of actual (tpu's result,
-    moved to CPU with its strides) is laid out as expected's (CPU's):
-    the same strides on the dims with more than one element. Views that are
-    not dense, and tensors of fewer than two elements, are not compared (moving them to CPU makes them contiguous)."""
+    moved to CPU with its strides) is laid out as expected's (CPU's): the
+    same strides on the dims with more than one element. Views that are not
+    dense (moving them to CPU makes them contiguous) and tensors of fewer
+    than two elements are not compared."""
     if isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor):
         if expected.layout != torch.strided or actual.layout != torch.strided:
             return
-        if expected.numel() < 2 or not torch._prims_common.is_non_overlapping_and_dense_or_false(expected):
+        dense = torch._prims_common.is_non_overlapping_and_dense_or_false(expected)
+        if expected.numel() < 2 or not dense:
             return
         want = [st for st, n in zip(expected.stride(), expected.shape) if n > 1]
         got = [st for st, n in zip(actual.stride(), actual.shape) if n > 1]
