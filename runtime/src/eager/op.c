@@ -117,7 +117,9 @@ tpu_val_t tpu_lower_tensor(tpu_lower_ctx_t* cx, int i) {
                                           cx->row->name, i));
     return TPU_VAL_NONE;
   }
-  return tpu_dev_read(cx->dev, a->tensor);
+  tpu_val_t v = tpu_dev_read(cx->dev, a->tensor);
+  // (argument 0 is the gradient, which the forward never saw)
+  return cx->row->flags & TPU_F_RECOMPUTE && i > 0 ? tpu_ir_barrier(cx->g, v) : v;
 }
 
 // A scalar's value converted (as C does) to `dtype`, as bytes.

@@ -51,6 +51,13 @@ enum {
   TPU_F_META_LAYOUT = 128,  // new results take the layout of PyTorch's meta
                             // kernel (the binding reads it: column-major
                             // linalg results, channels-last pooling)
+  TPU_F_RECOMPUTE = 256,  // a backward that recomputes what its forward
+                          // computed from the same saved inputs (gelu's
+                          // erf): those inputs reach it through an
+                          // optimization barrier, so that XLA computes the
+                          // values again instead of merging them with the
+                          // forward's, which would keep them alive from the
+                          // forward to the backward of a fused graph
 };
 
 typedef struct tpu_op_row {
