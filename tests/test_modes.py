@@ -292,7 +292,8 @@ RECOMPUTING_BACKWARDS = {
 def test_fused_backward_recomputes_instead_of_keeping_the_forwards_values(case):
     f, shape, units = RECOMPUTING_BACKWARDS[case]
     x = torch.randn(*shape).tpu().requires_grad_()
-    f(x).sum().backward()  # strict mode: the same lowerings, op by op
+    with torchtpu.mode("strict"):  # the same lowerings, op by op
+        f(x).sum().backward()
     strict = x.grad.cpu()
     with torchtpu.mode("fused"):
         for _ in range(2):  # the first compiles
