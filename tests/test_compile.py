@@ -71,11 +71,11 @@ def test_forward_and_backward_are_one_program_each(outside):
 
     compiled = torch.compile(loss_of, backend="tpu")
     x, y = torch.randn(8, 16).tpu(), torch.randint(0, 4, (8,)).tpu()
+    seed = torch.ones((), device="tpu")  # made here: backward() would make it in the count
     with torchtpu.mode(outside):
-        compiled(x, y).backward()  # traces, compiles
+        compiled(x, y).backward(seed)  # traces, compiles (what the count below runs)
         for p in (*lin1.parameters(), *lin2.parameters()):
             p.grad = None
-        seed = torch.ones((), device="tpu")  # made here: backward() would make it in the count
         torch.tpu.synchronize()
         runs, compiles = counters()
         loss = compiled(x, y)

@@ -264,6 +264,42 @@ def test_fused_optimizer_step_peak_is_what_the_step_holds():
     assert torch.tpu.max_memory_allocated() - max(held, after) < state_bytes / 2
 
 
+def training_step_peak(name, mode):
+    """Peak memory of perflab's model `name` over one AdamW training step
+    (after three), beyond what was allocated before it was built."""
+    from torchtpu.perflab import suite_models
+
+    torch.tpu.synchronize()
+    base = torch.tpu.memory_allocated()
+    with torchtpu.mode(mode):
+        model, _, loss_fn = suite_models.build(name, suite_models.shapes(False, False)[name], "tpu")
+        opt = torch.optim.AdamW(model.parameters())
+        for step in range(4):
+            if step == 3:
+                torch.tpu.synchronize()
+                torch.tpu.reset_peak_memory_stats()
+            opt.zero_grad(True)
+            loss_fn(model).backward()
+            opt.step()
+        torch.tpu.synchronize()
+    return torch.tpu.max_memory_allocated() - base
+
+
+# Fused peak over strict peak that each model stays within. A fused
+# program of several ops is compiled under both of XLA's CPU schedules and
+# keeps the one with less scratch memory; with the sequential one alone the
+# ratios were 1.14 (MLP) and 1.26 (GPT).
+FUSED_PEAK_OVER_STRICT = {"MLP": 1.0, "GPT": 1.1}
+
+
+@pytest.mark.skipif(not torch.tpu.get_device_name().startswith("cpu"),
+                    reason="the schedule choice is the XLA CPU plugin's")
+@pytest.mark.parametrize("name", sorted(FUSED_PEAK_OVER_STRICT))
+def test_fused_training_step_peak_against_strict(name):
+    strict, fused = (training_step_peak(name, mode) for mode in ("strict", "fused"))
+    assert fused <= FUSED_PEAK_OVER_STRICT[name] * strict, (fused, strict)
+
+
 def grid_sample(x):
     return F.grid_sample(x, torch.tanh(x[..., :x.dim() - 2]), align_corners=False)
 

@@ -200,6 +200,71 @@ void test_scratch_memory(void) {
   tpu_client_release(c);
 }
 
+// A two-layer network's forward and backward (ReLU; the loss's gradient is
+// 2y), its input flat as torchtpu passes a tensor's storage: XLA's CPU
+// plugin schedules it with less scratch memory (one 256x10 value less) when
+// kernels may run side by side, so compiling for the least memory picks
+// that schedule; the results are the same bytes.
+void test_compile_least_memory(void) {
+  tpu_client_t* c = test_client(1);
+  const char* network =
+      "module @network {\n"
+      "  func.func public @main(%flat: tensor<16384xf32>, %w1: tensor<64x128xf32>,\n"
+      "                         %w2: tensor<128x10xf32>) -> (tensor<64x128xf32>, tensor<128x10xf32>) {\n"
+      "    %x = stablehlo.reshape %flat : (tensor<16384xf32>) -> tensor<256x64xf32>\n"
+      "    %h = stablehlo.dot %x, %w1 : (tensor<256x64xf32>, tensor<64x128xf32>) -> tensor<256x128xf32>\n"
+      "    %zero = stablehlo.constant dense<0.0> : tensor<256x128xf32>\n"
+      "    %r = stablehlo.maximum %h, %zero : tensor<256x128xf32>\n"
+      "    %y = stablehlo.dot %r, %w2 : (tensor<256x128xf32>, tensor<128x10xf32>) -> tensor<256x10xf32>\n"
+      "    %g = stablehlo.add %y, %y : tensor<256x10xf32>\n"
+      "    %rt = stablehlo.transpose %r, dims = [1, 0] : (tensor<256x128xf32>) -> tensor<128x256xf32>\n"
+      "    %dw2 = stablehlo.dot %rt, %g : (tensor<128x256xf32>, tensor<256x10xf32>) -> tensor<128x10xf32>\n"
+      "    %w2t = stablehlo.transpose %w2, dims = [1, 0] : (tensor<128x10xf32>) -> tensor<10x128xf32>\n"
+      "    %dr = stablehlo.dot %g, %w2t : (tensor<256x10xf32>, tensor<10x128xf32>) -> tensor<256x128xf32>\n"
+      "    %pos = stablehlo.compare GT, %h, %zero : (tensor<256x128xf32>, tensor<256x128xf32>) -> tensor<256x128xi1>\n"
+      "    %dh = stablehlo.select %pos, %dr, %zero : tensor<256x128xi1>, tensor<256x128xf32>\n"
+      "    %xt = stablehlo.transpose %x, dims = [1, 0] : (tensor<256x64xf32>) -> tensor<64x256xf32>\n"
+      "    %dw1 = stablehlo.dot %xt, %dh : (tensor<64x256xf32>, tensor<256x128xf32>) -> tensor<64x128xf32>\n"
+      "    return %dw1, %dw2 : tensor<64x128xf32>, tensor<128x10xf32>\n"
+      "  }\n"
+      "}\n";
+  tpu_executable_t* plain = test_compile(c, network);
+  tpu_executable_t* least = NULL;
+  CHECK_OK(tpu_executable_compile_least_memory(c, network, strlen(network), 1, &least));
+  printf("  scratch: sequential %lld bytes, least memory %lld\n",
+         (long long)tpu_executable_temp_bytes(plain), (long long)tpu_executable_temp_bytes(least));
+  CHECK(tpu_executable_temp_bytes(least) < tpu_executable_temp_bytes(plain));
+  static float x[256 * 64], w1[64 * 128], w2[128 * 10];
+  for (int i = 0; i < 256 * 64; ++i) x[i] = (float)(i % 7) - 3;
+  for (int i = 0; i < 64 * 128; ++i) w1[i] = (float)(i % 5) * 0.25f - 0.5f;
+  for (int i = 0; i < 128 * 10; ++i) w2[i] = (float)(i % 3) - 1;
+  int64_t dx[1] = {256 * 64}, d1[2] = {64, 128}, d2[2] = {128, 10};
+  tpu_buffer_t* args[3];
+  CHECK_OK(tpu_buffer_from_host(c, 0, TPU_F32, dx, 1, x, NULL, &args[0]));
+  CHECK_OK(tpu_buffer_from_host(c, 0, TPU_F32, d1, 2, w1, NULL, &args[1]));
+  CHECK_OK(tpu_buffer_from_host(c, 0, TPU_F32, d2, 2, w2, NULL, &args[2]));
+  static float got[2][64 * 128 + 128 * 10];
+  tpu_executable_t* exes[2] = {plain, least};
+  for (int k = 0; k < 2; ++k) {
+    tpu_buffer_t* outs[2];
+    CHECK_OK(tpu_executable_execute(exes[k], 0, args, 3, NULL, 0, outs, 2, NULL));
+    CHECK_OK(tpu_buffer_to_host(outs[0], got[k], 64 * 128 * 4));
+    CHECK_OK(tpu_buffer_to_host(outs[1], got[k] + 64 * 128, 128 * 10 * 4));
+    tpu_buffer_release(outs[0]);
+    tpu_buffer_release(outs[1]);
+  }
+  CHECK(!memcmp(got[0], got[1], sizeof got[0]));
+  for (int i = 0; i < 3; ++i) tpu_buffer_release(args[i]);
+  // A program of one kernel has one schedule: the sequential one is kept.
+  tpu_executable_t* one = NULL;
+  CHECK_OK(tpu_executable_compile_least_memory(c, add_program, strlen(add_program), 1, &one));
+  CHECK(tpu_executable_temp_bytes(one) == 0);
+  tpu_executable_release(one);
+  tpu_executable_release(least);
+  tpu_executable_release(plain);
+  tpu_client_release(c);
+}
+
 // A program whose argument 0 aliases its result: executing it donates the
 // argument (it becomes unreadable) unless the call keeps it.
 void test_donation_and_keep(void) {
