@@ -285,15 +285,16 @@ def training_step_peak(name, mode):
     return torch.tpu.max_memory_allocated() - base
 
 
-# Fused peak over strict peak that each model stays within. A fused
-# program of several ops is compiled under both of XLA's CPU schedules and
-# keeps the one with less scratch memory; with the sequential one alone the
-# ratios were 1.14 (MLP) and 1.26 (GPT).
-FUSED_PEAK_OVER_STRICT = {"MLP": 1.0, "GPT": 1.1}
+# Fused peak over strict peak that each model stays within: 1.13 (MLP),
+# 1.07 (CNN) and 1.26 (GPT) measured on the CPU plugin, whose sequential
+# schedule a fused program gets (XLA's other one gives 0.96, 1.15 and 1.07,
+# but holds more in an optimizer step, docs/modes.md). Fused mode is to
+# become the default when these are at most 1.
+FUSED_PEAK_OVER_STRICT = {"MLP": 1.2, "CNN": 1.1, "GPT": 1.3}
 
 
 @pytest.mark.skipif(not torch.tpu.get_device_name().startswith("cpu"),
-                    reason="the schedule choice is the XLA CPU plugin's")
+                    reason="the ratios are the XLA CPU plugin's")
 @pytest.mark.parametrize("name", sorted(FUSED_PEAK_OVER_STRICT))
 def test_fused_training_step_peak_against_strict(name):
     strict, fused = (training_step_peak(name, mode) for mode in ("strict", "fused"))

@@ -52,9 +52,9 @@ void test_disk_cache(void) {
   // First process: compiled, stored on disk; then a memory hit, same object.
   tpu_cache_t* cache;
   CHECK_OK(tpu_cache_create(c, 16, &cache));
-  CHECK_OK(tpu_cache_get(cache, key, 1, false, print_program, NULL, &e1, &src));
+  CHECK_OK(tpu_cache_get(cache, key, 1, print_program, NULL, &e1, &src));
   CHECK(src == TPU_CACHE_COMPILED);
-  CHECK_OK(tpu_cache_get(cache, key, 1, false, print_program, NULL, &e2, &src));
+  CHECK_OK(tpu_cache_get(cache, key, 1, print_program, NULL, &e2, &src));
   CHECK(src == TPU_CACHE_MEMORY && e1 == e2 && prints == 1);
   tpu_cache_stats_t st;
   tpu_cache_stats(cache, &st);
@@ -67,7 +67,7 @@ void test_disk_cache(void) {
 
   // "Second process": a fresh cache loads from disk without compiling.
   CHECK_OK(tpu_cache_create(c, 16, &cache));
-  CHECK_OK(tpu_cache_get(cache, key, 1, false, print_program, NULL, &e1, &src));
+  CHECK_OK(tpu_cache_get(cache, key, 1, print_program, NULL, &e1, &src));
   CHECK_MSG(src == TPU_CACHE_DISK, "expected a disk hit, got source %d", src);
   run_square(c, e1);
   tpu_executable_release(e1);
@@ -86,7 +86,7 @@ void test_disk_cache(void) {
   fputs("garbage", f);
   fclose(f);
   CHECK_OK(tpu_cache_create(c, 16, &cache));
-  CHECK_OK(tpu_cache_get(cache, key, 1, false, print_program, NULL, &e1, &src));
+  CHECK_OK(tpu_cache_get(cache, key, 1, print_program, NULL, &e1, &src));
   CHECK(src == TPU_CACHE_COMPILED);
   run_square(c, e1);
   tpu_executable_release(e1);
@@ -96,11 +96,11 @@ void test_disk_cache(void) {
   setenv("TORCHTPU_ASSERT_NO_COMPILE", "1", 1);
   setenv("TORCHTPU_CACHE_DIR", "off", 1);
   CHECK_OK(tpu_cache_create(c, 16, &cache));
-  CHECK_ERROR(tpu_cache_get(cache, key, 1, false, print_program, NULL, &e1, &src),
+  CHECK_ERROR(tpu_cache_get(cache, key, 1, print_program, NULL, &e1, &src),
               TPU_CODE_FAILED_PRECONDITION, "TORCHTPU_ASSERT_NO_COMPILE");
   // A value it does not take is the error: a typo must not let a compile pass.
   setenv("TORCHTPU_ASSERT_NO_COMPILE", "true", 1);
-  CHECK_ERROR(tpu_cache_get(cache, key, 1, false, print_program, NULL, &e1, &src),
+  CHECK_ERROR(tpu_cache_get(cache, key, 1, print_program, NULL, &e1, &src),
               TPU_CODE_INVALID_ARGUMENT, "TORCHTPU_ASSERT_NO_COMPILE=true: expected 0 or 1");
   tpu_cache_destroy(cache);
   unsetenv("TORCHTPU_ASSERT_NO_COMPILE");
@@ -109,7 +109,7 @@ void test_disk_cache(void) {
   setenv("TORCHTPU_CACHE_DIR", path, 1);
   CHECK_OK(tpu_cache_create(c, 16, &cache));
   CHECK(tpu_cache_dir(cache) == NULL);
-  CHECK_OK(tpu_cache_get(cache, key, 1, false, print_program, NULL, &e1, &src));
+  CHECK_OK(tpu_cache_get(cache, key, 1, print_program, NULL, &e1, &src));
   CHECK(src == TPU_CACHE_COMPILED);
   tpu_executable_release(e1);
   tpu_cache_destroy(cache);

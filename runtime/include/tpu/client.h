@@ -140,17 +140,6 @@ TPU_MUST_USE tpu_status_t tpu_executable_compile(tpu_client_t* client,
                                                  const char* mlir, size_t size,
                                                  int num_replicas,
                                                  tpu_executable_t** out_exe);
-// The same, for programs where the order of independent work matters:
-// where the plugin has two schedules (XLA's CPU plugin: sequential, or
-// independent kernels side by side), compiles under both at once, on two
-// threads, and keeps the executable that needs less scratch memory (the
-// sequential one on a tie). Elsewhere tpu_executable_compile.
-TPU_MUST_USE tpu_status_t tpu_executable_compile_least_memory(
-    tpu_client_t* client, const char* mlir, size_t size, int num_replicas,
-    tpu_executable_t** out_exe);
-// Whether tpu_executable_compile_least_memory has schedules to choose from
-// (not when XLA_FLAGS chooses one).
-bool tpu_client_chooses_schedule(const tpu_client_t* client);
 // Runs on `device` (single-replica executables). Outputs are new buffers
 // owned by the caller, possibly still being computed. Checks argument count,
 // dtypes and shapes before launching. When out_done is not NULL it receives

@@ -193,7 +193,7 @@ static void insert(tpu_cache_t* c, tpu_hash_t key, tpu_executable_t* exe) {
   fit_in_mappings(c);
 }
 
-tpu_status_t tpu_cache_get(tpu_cache_t* c, tpu_hash_t key, int num_replicas, bool least_memory,
+tpu_status_t tpu_cache_get(tpu_cache_t* c, tpu_hash_t key, int num_replicas,
                            tpu_cache_print_fn print, void* user,
                            tpu_executable_t** out, tpu_cache_source_t* source) {
   *out = NULL;
@@ -224,8 +224,6 @@ tpu_status_t tpu_cache_get(tpu_cache_t* c, tpu_hash_t key, int num_replicas, boo
   TPU_RETURN_IF_ERROR(print(user, &text, &size));
   tpu_hash_t disk_key = tpu_hash_bytes(tpu_client_identity(c->client), text, size);
   disk_key = tpu_hash_u64(disk_key, (uint64_t)num_replicas);
-  least_memory = least_memory && tpu_client_chooses_schedule(c->client);
-  if (least_memory) disk_key = tpu_hash_u64(disk_key, 1);  // maybe another schedule
   tpu_executable_t* exe = NULL;
   tpu_status_t s = TPU_OK;
   if (c->disk) s = tpu_disk_cache_load(c->disk, c->client, disk_key, num_replicas, &exe);
@@ -242,8 +240,7 @@ tpu_status_t tpu_cache_get(tpu_cache_t* c, tpu_hash_t key, int num_replicas, boo
   } else if (!s) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    s = (least_memory ? tpu_executable_compile_least_memory : tpu_executable_compile)(
-        c->client, text, size, num_replicas, &exe);
+    s = tpu_executable_compile(c->client, text, size, num_replicas, &exe);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     *source = TPU_CACHE_COMPILED;
     double seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;

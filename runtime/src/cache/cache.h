@@ -35,10 +35,8 @@ typedef enum tpu_cache_source {
 // The executable for `key` (retained for the caller), loading or compiling
 // it on a miss; *out_source says which. With `print` NULL only the memory
 // tier is looked in: a miss gives OK and *out_exe NULL, and is not counted.
-// `least_memory`: compile with tpu_executable_compile_least_memory (for
-// programs of several ops; the choice is part of the disk key).
 TPU_MUST_USE tpu_status_t tpu_cache_get(tpu_cache_t* cache, tpu_hash_t key,
-                                        int num_replicas, bool least_memory,
+                                        int num_replicas,
                                         tpu_cache_print_fn print, void* user,
                                         tpu_executable_t** out_exe,
                                         tpu_cache_source_t* out_source);

@@ -78,7 +78,7 @@ static void run(tpu_job_t* j) {
   tpu_executable_t* exe = j->exe;
   j->exe = NULL;
   if (!exe) {
-    s = tpu_get_program(j->key, j->event.num_ops, take_text, j, &exe, &j->source);
+    s = tpu_get_program(j->key, take_text, j, &exe, &j->source);
     if (s) s = tpu_status_annotate(s, "compiling %s", j->ops);
   }
   tpu_buffer_t* small[64];

@@ -215,13 +215,10 @@ void tpu_dev_describe_ops(const tpu_dev_t* d, char* buf, size_t size);
 // The compile event (see the compile hook) of the graph being flushed.
 void tpu_dev_compile_event(const tpu_dev_t* d, tpu_hash_t program, tpu_compile_event_t* e);
 void tpu_dev_report_program(const tpu_compile_event_t* e);  // to the compile hook
-// The program `key` of `num_ops` ops from the compile cache (see
-// tpu_cache_get; `print` NULL: from memory only, *exe NULL when it is not
-// there), counted in the metrics. A program of several ops is compiled for
-// the least scratch memory: in one op's there is little to order.
-TPU_MUST_USE tpu_status_t tpu_get_program(tpu_hash_t key, int num_ops, tpu_cache_print_fn print,
-                                          void* user, tpu_executable_t** exe,
-                                          tpu_cache_source_t* source);
+// The program `key` from the compile cache (see tpu_cache_get; `print` NULL:
+// from memory only, *exe NULL when it is not there), counted in the metrics.
+TPU_MUST_USE tpu_status_t tpu_get_program(tpu_hash_t key, tpu_cache_print_fn print, void* user,
+                                          tpu_executable_t** exe, tpu_cache_source_t* source);
 
 //===--- compiling in the background (background.c; lock held) ---===//
 

@@ -98,11 +98,11 @@ void tpu_dev_report_program(const tpu_compile_event_t* e) {
   if (compile_hook) compile_hook(compile_hook_user, e);
 }
 
-tpu_status_t tpu_get_program(tpu_hash_t key, int num_ops, tpu_cache_print_fn print, void* user,
+tpu_status_t tpu_get_program(tpu_hash_t key, tpu_cache_print_fn print, void* user,
                              tpu_executable_t** exe, tpu_cache_source_t* source) {
   tpu_cache_t* cache = tpu_rt()->cache;
   double before = tpu_cache_compile_seconds(cache);
-  TPU_RETURN_IF_ERROR(tpu_cache_get(cache, key, 1, num_ops > 1, print, user, exe, source));
+  TPU_RETURN_IF_ERROR(tpu_cache_get(cache, key, 1, print, user, exe, source));
   if (!*exe) return TPU_OK;  // not in memory, and not asked to look further
   if (*source == TPU_CACHE_COMPILED) {
     tpu_metric_add(TPU_M_COMPILES, 1);
@@ -409,12 +409,12 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     bool later = !wait && (d->jobs || (tpu_mode_get() == TPU_MODE_FUSED &&
                                        tpu_background_enabled()));
     if (later) {
-      s = tpu_get_program(key, d->num_ops, NULL, NULL, &exe, &source);
+      s = tpu_get_program(key, NULL, NULL, &exe, &source);
       later = d->jobs || !exe;
     }
     if (!s && !later && !exe) {
       print_args_t pa = {g, outs, n};
-      s = name_ops(d, "compiling", tpu_get_program(key, d->num_ops, print_program, &pa, &exe, &source));
+      s = name_ops(d, "compiling", tpu_get_program(key, print_program, &pa, &exe, &source));
       if (!s && source != TPU_CACHE_MEMORY) {
         tpu_compile_event_t e;
         tpu_dev_compile_event(d, key, &e);

@@ -23,15 +23,10 @@ struct tpu_executable {
 
 //===--- compile options: a hand-encoded CompileOptionsProto ---===//
 
-// executable_build_options {num_replicas: R, num_partitions: 1};
+// executable_build_options {num_replicas: R, num_partitions: 1}, and
 // compile_portable_executable for one replica, so that one executable runs
-// on any device (chosen at execute time); and with `concurrent`, XLA's CPU
-// schedule that runs independent kernels side by side (an option override,
-// which takes precedence over XLA_FLAGS: see client.c).
-static const char concurrent_flag[] = XLA_CPU_SCHEDULE_FLAG;
-enum { OPTIONS_MAX = 96 };
-
-static size_t encode_options(int num_replicas, bool concurrent, unsigned char* out) {
+// on any device (chosen at execute time).
+static size_t encode_options(int num_replicas, unsigned char* out) {
   size_t n = 0;
   unsigned char inner[16];
   size_t m = 0;
@@ -48,19 +43,6 @@ static size_t encode_options(int num_replicas, bool concurrent, unsigned char* o
   n += m;
   if (num_replicas == 1) {
     out[n++] = 0x20;  // field 4 compile_portable_executable = true
-    out[n++] = 0x01;
-  }
-  if (concurrent) {
-    size_t k = sizeof concurrent_flag - 1;
-    out[n++] = 0x3a;  // field 7 env_option_overrides: a map entry
-    out[n++] = (unsigned char)(2 + k + 4);
-    out[n++] = 0x0a;  // its key, the option's name
-    out[n++] = (unsigned char)k;
-    memcpy(out + n, concurrent_flag, k);
-    n += k;
-    out[n++] = 0x12;  // its value, an OptionOverrideProto
-    out[n++] = 0x02;
-    out[n++] = 0x10;  // field 2 bool_field = true
     out[n++] = 0x01;
   }
   return n;
@@ -210,16 +192,16 @@ static tpu_status_t wrap_loaded(tpu_client_t* c, PJRT_LoadedExecutable* h,
   return TPU_OK;
 }
 
-static tpu_status_t compile(tpu_client_t* c, const char* mlir, size_t size,
-                            int num_replicas, bool concurrent,
-                            tpu_executable_t** out) {
+tpu_status_t tpu_executable_compile(tpu_client_t* c, const char* mlir,
+                                    size_t size, int num_replicas,
+                                    tpu_executable_t** out) {
   *out = NULL;
   if (num_replicas < 1 || num_replicas > c->num_devices)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "%d replicas requested, %d devices available",
                            num_replicas, c->num_devices);
-  unsigned char options[OPTIONS_MAX];
-  size_t options_size = encode_options(num_replicas, concurrent, options);
+  unsigned char options[32];
+  size_t options_size = encode_options(num_replicas, options);
   PJRT_Program program;
   memset(&program, 0, sizeof program);
   program.struct_size = PJRT_SIZE(PJRT_Program, format_size);
@@ -245,46 +227,6 @@ static tpu_status_t compile(tpu_client_t* c, const char* mlir, size_t size,
     return s;
   }
   return wrap_loaded(c, a.executable, num_replicas, mlir, out);
-}
-
-tpu_status_t tpu_executable_compile(tpu_client_t* c, const char* mlir,
-                                    size_t size, int num_replicas,
-                                    tpu_executable_t** out) {
-  return compile(c, mlir, size, num_replicas, false, out);
-}
-
-typedef struct concurrent_compile {
-  tpu_client_t* client;
-  const char* mlir;
-  size_t size;
-  int num_replicas;
-  tpu_executable_t* exe;
-  tpu_status_t status;
-} concurrent_compile_t;
-
-static int compile_concurrent(void* arg) {
-  concurrent_compile_t* j = arg;
-  j->status = compile(j->client, j->mlir, j->size, j->num_replicas, true, &j->exe);
-  return 0;
-}
-
-tpu_status_t tpu_executable_compile_least_memory(tpu_client_t* c, const char* mlir,
-                                                 size_t size, int num_replicas,
-                                                 tpu_executable_t** out) {
-  concurrent_compile_t j = {c, mlir, size, num_replicas, NULL, TPU_OK};
-  thrd_t t;
-  if (!c->two_schedules || thrd_create(&t, compile_concurrent, &j) != thrd_success)
-    return tpu_executable_compile(c, mlir, size, num_replicas, out);
-  tpu_status_t s = tpu_executable_compile(c, mlir, size, num_replicas, out);
-  thrd_join(t, NULL);
-  if (!s && !j.status && j.exe->temp_bytes < (*out)->temp_bytes) {
-    tpu_executable_t* more = *out;
-    *out = j.exe;
-    j.exe = more;
-  }
-  tpu_executable_release(j.exe);
-  tpu_status_free(j.status);  // the sequential schedule's outcome is the answer
-  return s;
 }
 
 static tpu_status_t check_args(const tpu_executable_t* e, int device,

@@ -52,9 +52,6 @@ typedef struct tpu_device_info {
   atomic_llong num_ooms;
 } tpu_device_info_t;
 
-// XLA's CPU plugin's choice of schedule (client.c, executable.c).
-#define XLA_CPU_SCHEDULE_FLAG "xla_cpu_enable_concurrency_optimized_scheduler"
-
 struct tpu_client {
   tpu_object_t obj;
   const PJRT_Api* api;
@@ -67,7 +64,6 @@ struct tpu_client {
   int num_devices;
   tpu_device_info_t* devices;
   tpu_hash_t identity;
-  bool two_schedules;  // XLA's CPU plugin, its schedule left to torchtpu (client.c)
 };
 
 struct tpu_buffer {
