@@ -40,6 +40,8 @@ tpu_slot_t* slot_of(const c10::Storage& storage);
 // The device allocator: storages own one reference to a storage slot.
 c10::Allocator* allocator();
 c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes);
+// Makes the storage hold at least `nbytes`, keeping its contents.
+void ensure_storage(const at::Tensor& self, size_t nbytes);
 // A new contiguous tpu tensor.
 at::Tensor new_tensor(c10::IntArrayRef sizes, c10::ScalarType dtype,
                       c10::DeviceIndex device);

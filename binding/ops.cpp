@@ -283,18 +283,26 @@ struct Call {
   std::vector<at::Tensor> targets;  // in-place / out= tensors, in order
   std::vector<at::Tensor> results;  // new tensors of a functional call
   std::vector<const c10::TensorImpl*> inputs;  // tensors read (out= aliasing)
+  std::vector<std::pair<at::Tensor, size_t>> grow;  // out= storages too small, and their bytes
 };
 
-// Gives `out` the result's shape, as PyTorch's resize_output does. A storage
-// too small is replaced (the op overwrites all of it, so nothing is copied).
-// An out= tensor that is also an input is never resized (TensorIterator's
-// rule: ldexp_, which writes through mul's out=, must not broadcast self).
-void resize_out(at::Tensor& out, const tpu_result_type_t& type,
-                const std::vector<const c10::TensorImpl*>& inputs) {
+// Gives `out` the result's shape, as PyTorch's resize_output does: in place,
+// keeping its storage and offset, so that the tensors sharing that storage
+// see the result. An out= tensor that is also an input is never resized
+// (TensorIterator's rule: ldexp_, which writes through mul's out=, must not
+// broadcast self). Returns the bytes its storage must first grow to (0: it
+// fits, and `out` has the shape now); growing records an op, which cannot
+// happen inside the op being recorded, so the caller grows it and calls
+// the op again.
+size_t resize_out(at::Tensor& out, const tpu_result_type_t& type,
+                  const std::vector<const c10::TensorImpl*>& inputs) {
   c10::IntArrayRef sizes(type.sizes, static_cast<size_t>(type.rank));
-  if (out.sizes() == sizes) return;
+  if (out.sizes() == sizes) return 0;
   TORCH_CHECK(std::find(inputs.begin(), inputs.end(), out.unsafeGetTensorImpl()) == inputs.end(),
               "output with shape ", out.sizes(), " doesn't match the broadcast shape ", sizes);
+  size_t need = static_cast<size_t>(out.storage_offset() + c10::multiply_integers(sizes)) *
+                out.element_size();
+  if (c10::multiply_integers(sizes) > 0 && out.storage().nbytes() < need) return need;
   if (out.numel() != 0)
     TORCH_WARN("An output with one or more elements was resized since it had shape ",
                out.sizes(), ", which does not match the required output shape ", sizes,
@@ -302,15 +310,8 @@ void resize_out(at::Tensor& out, const tpu_result_type_t& type,
                "will not be resized unless they have zero elements. You can explicitly "
                "reuse an out tensor t by resizing it, inplace, to zero elements with "
                "t.resize_(0).");
-  auto* impl = out.unsafeGetTensorImpl();
-  size_t need = static_cast<size_t>(c10::multiply_integers(sizes)) * out.element_size();
-  if (impl->storage().nbytes() < need || impl->storage_offset() != 0) {
-    c10::Storage fresh(c10::Storage::use_byte_size_t(), need,
-                       allocate_on(out.device().index(), need), allocator(), true);
-    impl->set_storage_keep_dtype(std::move(fresh));
-    impl->set_storage_offset(0);
-  }
-  impl->set_sizes_contiguous(sizes);
+  out.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  return 0;
 }
 
 // The dtype TensorIterator converts the inputs of an op with a result of
@@ -443,9 +444,13 @@ tpu_status_t prepare(void* user, int count, const tpu_result_type_t* types,
                              count, call->targets.size());
     for (int k = 0; k < count; ++k) {
       if (types[k].dtype == TPU_DTYPE_INVALID) continue;  // absent: left as is
-      if (call->is_out) resize_out(call->targets[static_cast<size_t>(k)], types[k], call->inputs);
-      targets[k] = view_of(call->targets[static_cast<size_t>(k)]);
+      at::Tensor& out = call->targets[static_cast<size_t>(k)];
+      size_t grow = call->is_out ? resize_out(out, types[k], call->inputs) : 0;
+      if (grow) call->grow.emplace_back(out, grow);
+      targets[k] = view_of(out);
     }
+    if (!call->grow.empty())
+      return tpu_status_make(TPU_CODE_INTERNAL, "an out= storage is too small");  // grown, then again
     return TPU_OK;
   } catch (const c10::Error& e) {
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "%s", e.what_without_backtrace());
@@ -642,7 +647,14 @@ class RowKernel final : public c10::OperatorKernel {
                  call.into ? TPU_WRITE_INTO : TPU_WRITE_NEW,
                  out_dtypes.empty() ? nullptr : out_dtypes.data(),
                  static_cast<int>(out_dtypes.size()), &prepare, &call, matmul_precision()};
-    check(tpu_op_call(&c));
+    tpu_status_t status = tpu_op_call(&c);
+    if (status && !call.grow.empty()) {  // see resize_out
+      tpu_status_free(status);
+      for (const auto& [out, nbytes] : call.grow) ensure_storage(out, nbytes);
+      call.grow.clear();
+      status = tpu_op_call(&c);
+    }
+    check(status);
     torch::jit::drop(*stack, n);
     if (info_.num_returns == 0) return;
     std::vector<at::Tensor>& out = call.into ? call.targets : call.results;

@@ -23,6 +23,13 @@
 
 namespace torchtpu {
 
+void ensure_storage(const at::Tensor& self, size_t nbytes) {
+  const c10::Storage& st = self.storage();
+  if (st.nbytes() >= nbytes) return;
+  check(tpu_slot_resize(slot_of(st), nbytes));
+  st.unsafeGetStorageImpl()->set_nbytes(nbytes);
+}
+
 namespace {
 
 std::atomic<int> sync_mode{0};
@@ -85,14 +92,6 @@ at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
                          c10::SymIntArrayRef stride) {
   return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size),
                                     C10_AS_INTARRAYREF_SLOW(stride));
-}
-
-// Makes the storage hold at least `nbytes`, keeping its contents.
-void ensure_storage(const at::Tensor& self, size_t nbytes) {
-  const c10::Storage& st = self.storage();
-  if (st.nbytes() >= nbytes) return;
-  check(tpu_slot_resize(slot_of(st), nbytes));
-  st.unsafeGetStorageImpl()->set_nbytes(nbytes);
 }
 
 const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,

@@ -67,6 +67,35 @@ def test_out_variant_and_resize():
     assert small.shape == (3, 4) and torch.allclose(small.cpu(), a * 2)
 
 
+
+@pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")
+def test_resized_out_keeps_sharing_its_storage():
+    # PyTorch resizes an out= tensor in place: the same storage at the same
+    # offset, grown if too small, so its base and aliases see the result.
+    def run(d):
+        seen = []
+        x = torch.zeros(8, device=d)  # a view at an offset, storage large enough
+        torch.add(torch.ones(2, 2, device=d), 1, out=x[1:5])
+        seen.append(x)
+        b = torch.zeros(2, device=d)  # storage too small, with an alias
+        alias = b.view(2)
+        torch.add(torch.ones(4, device=d), 1, out=b)
+        seen += [b, alias]
+        base = torch.arange(6.0, device=d)  # too small at an offset: the prefix stays
+        view = base[4:]
+        torch.mul(torch.full((3, 2), 3.0, device=d), 2, out=view)
+        seen += [view, base]
+        values, indices = torch.zeros(1, device=d), torch.zeros(1, dtype=torch.long, device=d)
+        aliases = values.view(1), indices.view(1)
+        torch.sort(torch.tensor([3.0, 1.0, 2.0], device=d), out=(values, indices))
+        seen += [values, indices, *aliases]
+        return seen
+
+    with NoFallback():
+        got = run("tpu")
+    for g, want in zip(got, run("cpu")):
+        assert_same(want, g)
+
 def test_view_dtype_reinterprets_bits():
     x = torch.tensor([1.0, -2.0, 0.5])
     t = x.tpu()
