@@ -290,6 +290,21 @@ def test_scatter_reduce(reduce, include_self):
           xi, idx, rand((6, 4), torch.int64, seed=6))
 
 
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_and_index_reduce_keep_nans(reduce, include_self):
+    # A NaN scattered into a position makes it NaN, as on CPU (XLA's CPU
+    # backend drops it in a scatter's max and min).
+    nan = float("nan")
+    x = torch.tensor([[1.0, 5.0], [-2.0, 7.0], [nan, 0.0]])
+    src = torch.tensor([[2.0, nan], [nan, 1.0], [3.0, 4.0]])
+    idx = torch.tensor([[0, 0], [1, 0], [0, 1]])
+    check(lambda a, i, s: a.scatter_reduce(0, i, s, reduce, include_self=include_self),
+          x, idx, src)
+    check(lambda a, s: a.index_reduce(0, torch.tensor([1, 0, 1], device=a.device), s, reduce,
+                                      include_self=include_self), x, src)
+
+
 def test_scatter_errors_and_backward():
     x = rand((4, 5))
     i = randidx(4, (2, 5))

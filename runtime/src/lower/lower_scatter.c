@@ -216,6 +216,13 @@ static tpu_val_t divide_mean(tpu_graph_t* g, tpu_val_t x, tpu_val_t count, tpu_d
                                          tpu_ir_convert(g, count, ct)), t);
 }
 
+// XLA's CPU backend drops NaNs in a scatter's max and min, as in reductions
+// (lower_reduce.c): the callers set the positions that a NaN was scattered
+// into to NaN after, as PyTorch's amax and amin give.
+static bool drops_nans(tpu_graph_t* g, tpu_val_t x, tpu_body_t body) {
+  return (body == TPU_BODY_MAX || body == TPU_BODY_MIN) && tpu_dtype_is_float(tpu_ir_dtype(g, x));
+}
+
 // scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *,
 //                    bool include_self=True)
 tpu_status_t tpu_lower_scatter_reduce(tpu_lower_ctx_t* cx) {
@@ -255,7 +262,14 @@ tpu_status_t tpu_lower_scatter_reduce(tpu_lower_ctx_t* cx) {
     hit = tpu_scatter_flat(g, hit, off, tpu_ir_const_i(g, TPU_BOOL, 1, id, n), n, TPU_BODY_REPLACE);
     x = tpu_ir_select(g, hit, reduce_identity(g, body, t, &len, 1), x);
   }
-  x = tpu_scatter_flat(g, x, off, upd, n, body);
+  if (drops_nans(g, x, body)) {
+    tpu_val_t nan_hit = tpu_scatter_flat(g, tpu_ir_const_i(g, TPU_BOOL, 0, &len, 1), off,
+                                         tpu_ir_compare(g, TPU_CMP_NE, upd, upd), n, TPU_BODY_OR);
+    x = tpu_ir_select(g, nan_hit, tpu_lower_const_like(cx, x, NAN),
+                      tpu_scatter_flat(g, x, off, upd, n, body));
+  } else {
+    x = tpu_scatter_flat(g, x, off, upd, n, body);
+  }
   if (mean) {
     // PyTorch counts in self's dtype, with self counted once when included,
     // and divides (floor division for integers) where the count is not 0.
@@ -306,7 +320,15 @@ tpu_status_t tpu_lower_index_reduce(tpu_lower_ctx_t* cx) {
                                 tpu_ir_const_i(g, TPU_BOOL, 1, sd, n), TPU_BODY_REPLACE);
     x = tpu_ir_select(g, hit, reduce_identity(g, body, t, d, n), x);
   }
-  x = tpu_scatter_along(g, x, n, (int)dim, idx, src, body);
+  if (drops_nans(g, x, body)) {
+    tpu_val_t nan_hit = tpu_scatter_along(g, tpu_ir_const_i(g, TPU_BOOL, 0, d, n), n, (int)dim,
+                                          idx, tpu_ir_compare(g, TPU_CMP_NE, src, src),
+                                          TPU_BODY_OR);
+    x = tpu_ir_select(g, nan_hit, tpu_lower_const_like(cx, x, NAN),
+                      tpu_scatter_along(g, x, n, (int)dim, idx, src, body));
+  } else {
+    x = tpu_scatter_along(g, x, n, (int)dim, idx, src, body);
+  }
   if (mean) {
     tpu_val_t count = tpu_scatter_along(g, tpu_ir_const(g, t, include_self ? 1 : 0, d, n), n,
                                   (int)dim, idx, tpu_ir_const(g, t, 1, sd, n), TPU_BODY_ADD);
