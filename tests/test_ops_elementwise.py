@@ -612,6 +612,27 @@ def test_complex_alpha_and_value():
               a, b)
 
 
+def test_numbers_that_do_not_fit_the_dtype_are_refused():
+    # clamp's bounds, alpha and addcmul's value are converted to the tensors'
+    # dtype as PyTorch's Scalar::to<T>() does: out of range raises instead of
+    # wrapping (a negative number wraps into an unsigned dtype within its range).
+    u8 = torch.tensor([0, 100, 255], dtype=torch.uint8)
+    i8 = torch.tensor([1, -1], dtype=torch.int8)
+    half = torch.tensor([1.0, 2.0], dtype=torch.float16)
+    for fn, x in [(lambda a: torch.clamp(a, -5, 300), u8), (lambda a: a.clamp_min(300), u8),
+                  (lambda a: a.clone().clamp_(max=300), u8), (lambda a: a.clamp(max=200), i8),
+                  (lambda a: a.clamp(max=1e10), half), (lambda a: torch.add(a, a, alpha=300), u8),
+                  (lambda a: torch.sub(a, a, alpha=200), i8),
+                  (lambda a: torch.add(a, a, alpha=1e10), half),
+                  (lambda a: torch.addcmul(a, a, a, value=200), i8)]:
+        err, cpu_err = check_error(fn, x)
+        assert str(err).splitlines()[0] == str(cpu_err).splitlines()[0]
+    check(lambda a: torch.clamp(a, -5), u8)
+    check(lambda a: torch.add(a, a, alpha=-5), u8)
+    check(lambda a: torch.addcdiv(a, a, a, value=1e10), half)  # computed in float
+    check(lambda a: torch.clamp(a, torch.tensor(300, device=a.device)), u8)  # a tensor wraps
+
+
 def test_inplace_abs_of_complex_is_refused():
     z = torch.randn(3, dtype=torch.complex64)
     for op in (lambda a: a.abs_(), lambda a: torch._foreach_abs_([a])):

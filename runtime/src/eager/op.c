@@ -275,16 +275,22 @@ static tpu_val_t device_overflows(tpu_graph_t* g, tpu_val_t v, tpu_dtype_t t, do
   return tpu_ir_binary(g, TPU_IR_OR, bad, im_bad);
 }
 
-tpu_val_t tpu_lower_fill_value(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype, bool check_tensor) {
+bool tpu_lower_number_fits(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype) {
   const tpu_arg_t* a = tpu_arg(cx, i);
   double max;
   const char* name = fill_type(dtype, &max);
-  if (a->kind == TPU_ARG_SCALAR && fill_overflows(&a->scalar, dtype, max)) {
-    tpu_graph_fail(cx->g, tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
-                                          "value cannot be converted to type %s without "
-                                          "overflow", name));
-    return TPU_VAL_NONE;
-  }
+  if (a->kind != TPU_ARG_SCALAR || !fill_overflows(&a->scalar, dtype, max)) return true;
+  tpu_graph_fail(cx->g, tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                                        "value cannot be converted to type %s without "
+                                        "overflow", name));
+  return false;
+}
+
+tpu_val_t tpu_lower_fill_value(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype, bool check_tensor) {
+  if (!tpu_lower_number_fits(cx, i, dtype)) return TPU_VAL_NONE;
+  const tpu_arg_t* a = tpu_arg(cx, i);
+  double max;
+  const char* name = fill_type(dtype, &max);
   tpu_dtype_t from = tpu_arg_value_dtype(cx, i);
   bool may_overflow = dtype != TPU_BOOL && (isfinite(max) || (tpu_dtype_is_complex(from) &&
                                                                !tpu_dtype_is_complex(dtype)));

@@ -122,6 +122,10 @@ tpu_val_t tpu_lower_input(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype);
 // checked on the device, when `check_tensor` (PyTorch reads it back to
 // check it for masked_fill and index_fill, and copies it for fill_).
 tpu_val_t tpu_lower_fill_value(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype, bool check_tensor);
+// False, failing the graph as PyTorch's Scalar::to<T>() does, when argument
+// i is a number that does not fit `dtype` (clamp's bounds, add's alpha,
+// addcmul's value, fill values); a tensor argument passes.
+bool tpu_lower_number_fits(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype);
 // A scalar as a 0-d input of `dtype`.
 tpu_val_t tpu_lower_scalar(tpu_lower_ctx_t* cx, const tpu_scalar_t* s,
                            tpu_dtype_t dtype);

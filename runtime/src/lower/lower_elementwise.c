@@ -270,6 +270,7 @@ static tpu_status_t add_sub(tpu_lower_ctx_t* cx, tpu_ir_op_t op, bool swap) {
     if (t != TPU_BOOL && k == TPU_KIND_BOOL)
       return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                              "Boolean alpha only supported for Boolean results.");
+    if (!tpu_lower_number_fits(cx, 2, t)) return TPU_OK;  // the graph's error
   }
   tpu_dtype_t compute = tpu_opmath(t);
   tpu_val_t a, b;

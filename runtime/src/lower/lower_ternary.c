@@ -49,6 +49,8 @@ static tpu_status_t addc(tpu_lower_ctx_t* cx, tpu_ir_op_t op) {
         "torch.trunc(tensor1 / tensor2)).to(input.dtype) if both inputs are integer "
         "tensors and using (input + value * tensor1 / tensor2) otherwise.");
   if (t == TPU_BOOL) return tpu_not_implemented(cx->row->name, t);
+  // (value is converted to the computation type: float for half types)
+  if (tpu_arg_present(cx, 3) && !tpu_lower_number_fits(cx, 3, tpu_opmath(t))) return TPU_OK;
   tpu_graph_t* g = cx->g;
   tpu_val_t v[3];
   TPU_RETURN_IF_ERROR(tpu_ew_inputs(cx, args, 3, t, tpu_opmath(t), 0, v));
@@ -75,6 +77,9 @@ static tpu_status_t clamp_impl(tpu_lower_ctx_t* cx, int lo_arg, int hi_arg) {
   if (tpu_dtype_is_complex(t)) return tpu_not_implemented(cx->row->name, t);
   if (t == TPU_BOOL && !tpu_arg_is_tensor(cx, has_lo ? lo_arg : hi_arg))
     return tpu_not_implemented(cx->row->name, t);
+  if ((has_lo && !tpu_lower_number_fits(cx, lo_arg, t)) ||
+      (has_hi && !tpu_lower_number_fits(cx, hi_arg, t)))
+    return TPU_OK;  // the graph's error
   tpu_val_t v[3];
   TPU_RETURN_IF_ERROR(tpu_ew_inputs(cx, args, 3, t, tpu_opmath(t), 6, v));
   tpu_val_t r = v[0];
