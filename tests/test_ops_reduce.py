@@ -529,3 +529,19 @@ def test_trace():
     check_error(lambda a: torch.ops.aten.trace.out(a, out=torch.empty(0, device=a.device,
                                                                       dtype=torch.float64)),
                 torch.randn(3, 3))
+
+
+def test_out_dtype_is_the_computation_dtype():
+    # With no dtype=, sum, prod, cumsum and cumprod compute in the out=
+    # tensor's dtype, as on CPU: sum of 1.7 and 1.7 into int64 is 2, not 3.
+    x = torch.tensor([[1.7, -1.7], [1.7, -1.7]])
+
+    def into(dtype, *shape):
+        return lambda a: torch.empty(*shape, dtype=dtype, device=a.device)
+
+    check(lambda a: torch.sum(a, 0, out=into(torch.int64, 2)(a)), x)
+    check(lambda a: torch.sum(a, 0, out=into(torch.int32, 2)(a)), x)
+    check(lambda a: torch.sum(a, 0, out=into(torch.float64, 2)(a)), x)
+    check(lambda a: torch.prod(a, 0, out=into(torch.int64, 2)(a)), x)
+    check(lambda a: torch.cumsum(a, 0, out=into(torch.int64, 2, 2)(a)), x)
+    check(lambda a: torch.cumprod(a, 0, out=into(torch.int64, 2, 2)(a)), x)

@@ -170,6 +170,10 @@ static tpu_status_t accumulate(tpu_lower_ctx_t* cx, acc_kind_t kind, int dim_arg
     }
   } else {
     out = tpu_dtype_is_integral(in, true) ? TPU_I64 : in;
+    // An out= tensor's dtype is the computation's when none is given, as
+    // on CPU (sum(1.7, out=int) adds 1, not 1.7); nansum's CPU kernel has
+    // no integer variant to follow.
+    if (kind != ACC_NANSUM) out = tpu_lower_out_dtype(cx, 0, out);
     out = tpu_arg_dtype(cx, dtype_arg, out);
   }
   int rank = tpu_arg_rank(cx, 0);
@@ -609,7 +613,7 @@ tpu_val_t tpu_lower_scan(tpu_lower_ctx_t* cx, tpu_val_t x, int dim, tpu_ir_op_t 
 static tpu_status_t cumulative(tpu_lower_ctx_t* cx, bool is_prod) {
   tpu_dtype_t in = tpu_arg_value_dtype(cx, 0);
   tpu_dtype_t out = tpu_dtype_is_integral(in, true) ? TPU_I64 : in;
-  out = tpu_arg_dtype(cx, 2, out);
+  out = tpu_arg_dtype(cx, 2, tpu_lower_out_dtype(cx, 0, out));  // as in accumulate()
   int rank = tpu_arg_rank(cx, 0);
   int64_t dim;
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 1, 0), rank, &dim));
