@@ -545,3 +545,16 @@ def test_out_dtype_is_the_computation_dtype():
     check(lambda a: torch.prod(a, 0, out=into(torch.int64, 2)(a)), x)
     check(lambda a: torch.cumsum(a, 0, out=into(torch.int64, 2, 2)(a)), x)
     check(lambda a: torch.cumprod(a, 0, out=into(torch.int64, 2, 2)(a)), x)
+
+
+@pytest.mark.parametrize("n", [3, 7, 100])
+def test_mean_of_constant_data_is_exact(n):
+    # XLA would multiply by the reciprocal of a constant count, which rounds
+    # differently from PyTorch's division: a mean of seven 3.0s was 3.0000002,
+    # so the variance of constant data was not 0 and normalizing it differed.
+    x = torch.full((2, n), 3.0)
+    for fn in (lambda a: a.mean(), lambda a: a.mean(1), lambda a: a.var(1),
+               lambda a: a.std(1, correction=0), lambda a: torch.var_mean(a, 1),
+               lambda a: F.layer_norm(a * 1000, (n,)), lambda a: F.adaptive_avg_pool1d(a, 1),
+               lambda a: (a - a.mean()) / a.std()):
+        check(fn, x, atol=0, rtol=0)
