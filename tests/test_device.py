@@ -35,6 +35,15 @@ def test_device_index_out_of_range():
         torch.tpu.set_device(7)
     with pytest.raises(RuntimeError):
         torch.ones(2, device="tpu:5")
+    # The memory and RNG functions refuse it too, as torch.cuda's do (they
+    # returned zeros, or a generator for a device that does not exist).
+    for fn in (torch.tpu.memory_allocated, torch.tpu.max_memory_allocated,
+               torch.tpu.memory_stats, torch.tpu.reset_peak_memory_stats,
+               torch.tpu.get_rng_state, torch.tpu.mem_get_info,
+               lambda i: torch.tpu.set_rng_state(torch.tpu.get_rng_state(), i),
+               lambda i: torch.tpu._get_generator(torch.device("tpu", i))):
+        with pytest.raises(RuntimeError, match="Invalid device index 7"):
+            fn(7)
     assert torch.ones(1, device="tpu").sum().item() == 1  # still working
 
 
@@ -172,6 +181,10 @@ def test_cuda_style_module_api():
     assert torch.tpu._get_generator(torch.device("tpu:1")).device == torch.device("tpu:1")
     free, total = torch.tpu.mem_get_info()
     assert 0 < free <= total
+    # PyTorch's device-generic API gives the same total (the host's memory
+    # for the CPU plugin, which reports no limit); free moves with the host.
+    a_free, a_total = torch.accelerator.get_memory_info()
+    assert a_total == total and 0 < a_free <= a_total
     # Code that sizes batches from total_memory (as for CUDA) sees the same total.
     assert torch.tpu.get_device_properties().total_memory == total
     x = torch.ones(1000, device="tpu")

@@ -35,18 +35,28 @@ def device_count() -> int:
     return _C._device_count()
 
 
-def _index(device=None) -> int:
+def _index(device=None, check=True) -> int:
+    """The index of `device` (None: the current one). With `check`, an index
+    out of range raises (starting the runtime to count the devices); -1
+    passes as -1 (no device, as torch.cuda's device(-1))."""
     if device is None:
         return current_device()
-    if isinstance(device, int):
-        return device
     if isinstance(device, str):
         device = torch.device(device)
     if isinstance(device, torch.device):
         if device.type != "tpu":
             raise ValueError(f"expected a tpu device, got {device}")
-        return current_device() if device.index is None else device.index
-    raise TypeError(f"expected a device, got {type(device).__name__}")
+        if device.index is None:
+            return current_device()
+        device = device.index
+    if not isinstance(device, int):
+        raise TypeError(f"expected a device, got {type(device).__name__}")
+    if check and device != -1:
+        _lazy_init()  # (a missing plugin raises here, naming it)
+        count = device_count()
+        if not 0 <= device < count:
+            raise RuntimeError(f"Invalid device index {device}: {count} tpu device(s) available")
+    return device
 
 
 def current_device() -> int:
@@ -62,7 +72,7 @@ class device:
     """Context manager that changes the current tpu device."""
 
     def __init__(self, device):
-        self.idx = _index(device) if device is not None else -1
+        self.idx = _index(device, check=False) if device is not None else -1  # checked on entry
         self.prev = -1
 
     def __enter__(self):
