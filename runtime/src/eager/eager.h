@@ -184,6 +184,9 @@ void tpu_dev_unlock(tpu_dev_t* d);
 tpu_val_t tpu_dev_slot_value(tpu_dev_t* d, tpu_slot_t* s, tpu_dtype_t dtype);
 // A view of a slot as a value of the view's shape.
 tpu_val_t tpu_dev_read(tpu_dev_t* d, const tpu_view_t* v);
+// The same, reading a contiguous view at a runtime offset in every mode (a
+// host read of one element after another runs one program; see record.c).
+tpu_val_t tpu_dev_read_any_offset(tpu_dev_t* d, const tpu_view_t* v);
 // Writes `value` (shape of the view, any dtype: converted) into the view.
 void tpu_dev_write(tpu_dev_t* d, const tpu_view_t* v, tpu_val_t value);
 // A buffer as a graph input.
@@ -279,11 +282,13 @@ bool tpu_dev_grow(void** array, int* cap, int need, size_t elem);
 // Replaces the slot's value with a buffer (a host upload).
 void tpu_dev_set_buffer(tpu_dev_t* d, tpu_slot_t* s, tpu_buffer_t* b);
 
-// View reads and writes as IR over a flat array of n elements.
+// View reads and writes as IR over a flat array of n elements. `offset`:
+// a 0-d i64 value holding v->offset, read and written at for a contiguous
+// view, or TPU_VAL_NONE (the offset is a constant of the program).
 tpu_val_t tpu_view_lower_read(tpu_graph_t* g, tpu_val_t flat,
-                              const tpu_view_t* v);
+                              const tpu_view_t* v, tpu_val_t offset);
 tpu_val_t tpu_view_lower_write(tpu_graph_t* g, tpu_val_t flat,
-                               const tpu_view_t* v, tpu_val_t value);
+                               const tpu_view_t* v, tpu_val_t value, tpu_val_t offset);
 bool tpu_view_is_whole(const tpu_view_t* v);  // covers the slot exactly
 bool tpu_view_is_contiguous(const tpu_view_t* v);
 

@@ -146,7 +146,7 @@ static tpu_val_t element_indices(tpu_graph_t* g, const tpu_view_t* v) {
 }
 
 tpu_val_t tpu_view_lower_read(tpu_graph_t* g, tpu_val_t flat,
-                              const tpu_view_t* v) {
+                              const tpu_view_t* v, tpu_val_t offset) {
   if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
   int64_t n = tpu_ir_dims(g, flat)[0];
   int64_t numel = tpu_view_numel(v);
@@ -154,8 +154,9 @@ tpu_val_t tpu_view_lower_read(tpu_graph_t* g, tpu_val_t flat,
   if (numel == 0) return tpu_ir_const(g, dt, 0, v->sizes, v->rank);
   if (tpu_view_is_contiguous(v) && v->offset + numel <= n) {
     int64_t start = v->offset, limit = v->offset + numel;
-    return tpu_ir_reshape(g, tpu_ir_slice(g, flat, &start, &limit, NULL),
-                          v->sizes, v->rank);
+    tpu_val_t part = offset != TPU_VAL_NONE ? tpu_ir_dynamic_slice(g, flat, &offset, &numel)
+                                            : tpu_ir_slice(g, flat, &start, &limit, NULL);
+    return tpu_ir_reshape(g, part, v->sizes, v->rank);
   }
   box_plan_t p;
   if (!make_plan(v, n, &p)) {
@@ -188,11 +189,12 @@ tpu_val_t tpu_view_lower_read(tpu_graph_t* g, tpu_val_t flat,
 }
 
 static tpu_val_t write_view(tpu_graph_t* g, tpu_val_t flat, const tpu_view_t* v,
-                            tpu_val_t value) {
+                            tpu_val_t value, tpu_val_t offset) {
   int64_t n = tpu_ir_dims(g, flat)[0];
   int64_t numel = tpu_view_numel(v);
   if (tpu_view_is_contiguous(v) && v->offset + numel <= n) {
-    tpu_val_t start = tpu_ir_const_i(g, TPU_I64, v->offset, NULL, 0);
+    tpu_val_t start = offset != TPU_VAL_NONE ? offset
+                                             : tpu_ir_const_i(g, TPU_I64, v->offset, NULL, 0);
     return tpu_ir_dynamic_update_slice(g, flat, tpu_ir_reshape(g, value, &numel, 1),
                                        &start);
   }
@@ -216,7 +218,8 @@ static tpu_val_t write_view(tpu_graph_t* g, tpu_val_t flat, const tpu_view_t* v,
       if (v->strides[i] == 0) once.sizes[i] = 1;
     }
     tpu_val_t one = tpu_ir_reshape(g, tpu_ir_slice(g, value, zeros, ones, NULL), NULL, 0);
-    return write_view(g, flat, &once, tpu_ir_broadcast(g, one, once.sizes, once.rank, NULL));
+    return write_view(g, flat, &once, tpu_ir_broadcast(g, one, once.sizes, once.rank, NULL),
+                      TPU_VAL_NONE);
   }
   if (p.broadcast) {
     tpu_graph_fail(g, tpu_status_make(
@@ -251,7 +254,7 @@ static tpu_val_t write_view(tpu_graph_t* g, tpu_val_t flat, const tpu_view_t* v,
 }
 
 tpu_val_t tpu_view_lower_write(tpu_graph_t* g, tpu_val_t flat,
-                               const tpu_view_t* v, tpu_val_t value) {
+                               const tpu_view_t* v, tpu_val_t value, tpu_val_t offset) {
   if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
   int64_t n = tpu_ir_dims(g, flat)[0];
   int64_t numel = tpu_view_numel(v);
@@ -265,9 +268,10 @@ tpu_val_t tpu_view_lower_write(tpu_graph_t* g, tpu_val_t flat,
   // fused graph can hold such a value: one op reads the region it writes
   // only as that same view (PyTorch refuses partial overlap).
   if (tpu_mode_get() != TPU_MODE_FUSED || !tpu_graph_depends_on(g, value, flat))
-    return write_view(g, flat, v, value);
+    return write_view(g, flat, v, value, offset);
   tpu_val_t in_view = write_view(g, tpu_ir_const(g, TPU_BOOL, 0, &n, 1), v,
-                                 tpu_ir_const(g, TPU_BOOL, 1, v->sizes, v->rank));
-  tpu_val_t placed = write_view(g, tpu_ir_const(g, tpu_ir_dtype(g, flat), 0, &n, 1), v, value);
+                                 tpu_ir_const(g, TPU_BOOL, 1, v->sizes, v->rank), offset);
+  tpu_val_t placed = write_view(g, tpu_ir_const(g, tpu_ir_dtype(g, flat), 0, &n, 1), v, value,
+                                offset);
   return tpu_ir_select(g, in_view, placed, flat);
 }
