@@ -136,6 +136,20 @@ def test_save_load_roundtrip():
     assert loaded["bias"].is_tpu and torch.equal(loaded["bias"].cpu(), m.bias.detach())
 
 
+def test_legacy_serialization_says_it_is_not_supported():
+    # pickle and torch.save's legacy format copy a storage through its
+    # address (from_blob), which a tpu storage has not: the error says so and
+    # names the format that works, and the tensor is left as it was.
+    import pickle
+
+    t = torch.arange(4.0, device="tpu")
+    for save in (lambda: pickle.dumps(t),
+                 lambda: torch.save(t, io.BytesIO(), _use_new_zipfile_serialization=False)):
+        with pytest.raises(RuntimeError, match="torch.save's default format"):
+            save()
+    assert t.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
 def test_untyped_storage_roundtrip():
     x = torch.arange(6, dtype=torch.float32)
     s = x.untyped_storage().tpu()
