@@ -29,7 +29,7 @@ static tpu_status_t materialize(tpu_dev_t* d, const tpu_view_t* v,
   tpu_dev_begin(d, &mark);
   tpu_view_t whole = tpu_view_contiguous(tmp, v->dtype, &n, 1);
   int64_t flat_shape = n;
-  tpu_dev_write(d, &whole, tpu_ir_reshape(d->graph, tpu_dev_read_any_offset(d, v), &flat_shape, 1));
+  tpu_dev_write(d, &whole, tpu_ir_reshape(d->graph, tpu_dev_read(d, v), &flat_shape, 1));
   tpu_status_t st = tpu_graph_take_error(d->graph);
   if (st) tpu_dev_rollback(d, &mark);
   if (!st) st = tpu_dev_flush(d);

@@ -184,9 +184,6 @@ void tpu_dev_unlock(tpu_dev_t* d);
 tpu_val_t tpu_dev_slot_value(tpu_dev_t* d, tpu_slot_t* s, tpu_dtype_t dtype);
 // A view of a slot as a value of the view's shape.
 tpu_val_t tpu_dev_read(tpu_dev_t* d, const tpu_view_t* v);
-// The same, reading a contiguous view at a runtime offset in every mode (a
-// host read of one element after another runs one program; see record.c).
-tpu_val_t tpu_dev_read_any_offset(tpu_dev_t* d, const tpu_view_t* v);
 // Writes `value` (shape of the view, any dtype: converted) into the view.
 void tpu_dev_write(tpu_dev_t* d, const tpu_view_t* v, tpu_val_t value);
 // A buffer as a graph input.

@@ -134,28 +134,19 @@ tpu_val_t tpu_dev_slot_value(tpu_dev_t* d, tpu_slot_t* s, tpu_dtype_t dtype) {
   return reinterpret(g, v, dtype);
 }
 
-// Strict and debug modes run each op as its own program, where a constant
-// offset made a program per offset: a loop over rows or elements (x[i],
-// `for v in t`, printing with profile="full") compiled once per element.
-// There a contiguous view that is not its whole slot is read and written
-// at a runtime offset, one program for all. Fused graphs keep constant
-// offsets (XLA folds a static slice into its fusions), but a host read
-// takes a runtime offset in every mode (tpu_dev_read_any_offset).
-static tpu_val_t runtime_offset(tpu_dev_t* d, const tpu_view_t* v, bool any_mode) {
-  if ((!any_mode && tpu_mode_get() == TPU_MODE_FUSED) || !tpu_view_is_contiguous(v) ||
-      tpu_view_is_whole(v))
-    return TPU_VAL_NONE;
+// A contiguous view that is not its whole slot is read and written at a
+// runtime offset: with the offset a constant, a loop over rows or elements
+// (x[i], `for v in t`, printing with profile="full") compiled a program per
+// element in strict mode, and in fused mode a graph per cut of the loop
+// (1,000 rows of `out[i] = x[i] * 2`: 56 compiles).
+static tpu_val_t runtime_offset(tpu_dev_t* d, const tpu_view_t* v) {
+  if (!tpu_view_is_contiguous(v) || tpu_view_is_whole(v)) return TPU_VAL_NONE;
   return tpu_dev_scalar(d, TPU_I64, &v->offset);
 }
 
-static tpu_val_t read_view(tpu_dev_t* d, const tpu_view_t* v, bool any_mode) {
+tpu_val_t tpu_dev_read(tpu_dev_t* d, const tpu_view_t* v) {
   tpu_val_t flat = tpu_dev_slot_value(d, v->slot, v->dtype);
-  return tpu_view_lower_read(d->graph, flat, v, runtime_offset(d, v, any_mode));
-}
-
-tpu_val_t tpu_dev_read(tpu_dev_t* d, const tpu_view_t* v) { return read_view(d, v, false); }
-tpu_val_t tpu_dev_read_any_offset(tpu_dev_t* d, const tpu_view_t* v) {
-  return read_view(d, v, true);
+  return tpu_view_lower_read(d->graph, flat, v, runtime_offset(d, v));
 }
 
 void tpu_dev_write(tpu_dev_t* d, const tpu_view_t* v, tpu_val_t value) {
@@ -169,7 +160,7 @@ void tpu_dev_write(tpu_dev_t* d, const tpu_view_t* v, tpu_val_t value) {
     flat = tpu_ir_reshape(g, value, &n, 1);
   } else {
     flat = tpu_view_lower_write(g, tpu_dev_slot_value(d, s, v->dtype), v, value,
-                                runtime_offset(d, v, false));
+                                runtime_offset(d, v));
   }
   if (!tpu_graph_ok(g)) return;
   if (s->pending_gen != d->gen) {
