@@ -1,10 +1,14 @@
 """Views alias their base: in-place writes through any view are visible
 through every other view, as on CPU."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 import torch.nn.functional as F
-
-import torchtpu
 
 from conftest import NoFallback, assert_same, to_tpu
 
@@ -67,7 +71,6 @@ def test_out_variant_and_resize():
     small = torch.empty(0, device="tpu")
     torch.mul(a.tpu(), 2, out=small)
     assert small.shape == (3, 4) and torch.allclose(small.cpu(), a * 2)
-
 
 
 @pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")
@@ -219,6 +222,31 @@ def test_elementwise_results_take_their_inputs_layout(name):
     torch.testing.assert_close(got.cpu(), want)
 
 
+OFFSETS_SCRIPT = textwrap.dedent("""
+    import json, sys, torch, torchtpu
+    torchtpu.set_mode(sys.argv[1])
+    x = torch.randn(600, 8)
+    t, out = x.to("tpu"), torch.zeros(600, 8, device="tpu")
+    torch.tpu.synchronize()  # (fused: so that both halves start from a flush)
+
+    def compiles():
+        torch.tpu.synchronize()
+        return torchtpu.metrics()["compiles"]
+
+    for i in range(300):
+        out[i] = t[i] * 2
+    first = compiles()
+    for i in range(300, 600):
+        out[i] = t[i] * 2
+    rows = compiles() - first
+    ok = torch.equal(out.cpu(), x * 2)
+    t[0, 0].item()
+    first = compiles()
+    ok &= [t[i, 1].item() for i in range(20)] == x[:20, 1].tolist()
+    print(json.dumps({"rows": rows, "items": compiles() - first, "ok": ok}))
+""")
+
+
 @pytest.mark.parametrize("mode", ["strict", "fused"])
 def test_views_at_other_offsets_reuse_one_program(mode):
     # A view's offset was a constant of the program: a loop over rows or
@@ -226,25 +254,15 @@ def test_views_at_other_offsets_reuse_one_program(mode):
     # profile="full" took seconds for 200 elements) and one per cut of the
     # loop in fused mode. Contiguous views are read and written at a runtime
     # offset instead, so the second half of the rows runs the first half's
-    # programs.
-    x = torch.randn(600, 8)
-    t, out = x.to("tpu"), torch.zeros(600, 8, device="tpu")
-
-    def misses():
-        torch.tpu.synchronize()
-        return torchtpu.metrics()["cache_misses"]
-
-    with torchtpu.mode(mode):
-        for i in range(300):
-            out[i] = t[i] * 2
-        before = misses()
-        for i in range(300, 600):
-            out[i] = t[i] * 2
-        # (fused: at most one of the 20-odd graphs is cut at another point;
-        # with the offsets constant, every graph was new)
-        assert misses() - before <= (1 if mode == "fused" else 0)
-        assert torch.equal(out.cpu(), x * 2)
-        t[0, 0].item()
-        before = misses()
-        assert [t[i, 1].item() for i in range(20)] == x[:20, 1].tolist()
-        assert misses() == before
+    # programs. (A fresh process without the disk cache: programs of earlier
+    # runs, or evicted from memory, must not hide or add compiles.)
+    env = dict(os.environ, TORCHTPU_CACHE_DIR="off")
+    run = subprocess.run([sys.executable, "-c", OFFSETS_SCRIPT, mode], env=env,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["ok"]
+    # (fused: one of the 20-odd graphs of the second half may be cut at
+    # another point; with constant offsets every graph was new)
+    assert got["rows"] <= (1 if mode == "fused" else 0), got
+    assert got["items"] == 0, got
