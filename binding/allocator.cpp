@@ -48,31 +48,8 @@ struct TpuAllocator final : public c10::DeviceAllocator {
     ensure_runtime();
     tpu_client_reset_peak(tpu_runtime_client(), device);
   }
-  // torch.accelerator.get_memory_info: (free, total), as torch.tpu.mem_get_info
-  // gives them. A device whose plugin reports no limit (the CPU plugin)
-  // keeps its buffers in host memory: the host's available and physical memory.
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
-    ensure_runtime();
-    tpu_memory_stats_t m;
-    tpu_client_memory_stats(tpu_runtime_client(), device, &m);
-    if (m.bytes_limit <= 0) return host_memory();
-    size_t total = static_cast<size_t>(m.bytes_limit);
-    size_t used = static_cast<size_t>(m.bytes_in_use);
-    return {total > used ? total - used : 0, total};
-  }
-
-  static std::pair<size_t, size_t> host_memory() {
-    size_t available = 0, total = 0;
-    if (FILE* f = std::fopen("/proc/meminfo", "r")) {
-      char line[256];
-      unsigned long long kib;
-      while (std::fgets(line, sizeof line, f)) {
-        if (std::sscanf(line, "MemAvailable: %llu", &kib) == 1) available = kib * 1024;
-        if (std::sscanf(line, "MemTotal: %llu", &kib) == 1) total = kib * 1024;
-      }
-      std::fclose(f);
-    }
-    return {available, total};
+    return mem_get_info(device);  // torch.accelerator.get_memory_info
   }
 };
 
@@ -89,6 +66,30 @@ c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes) {
   tpu_slot_t* slot = nullptr;
   check(tpu_slot_create(device, nbytes, &slot));
   return {slot, slot, &delete_slot, c10::Device(c10::DeviceType::PrivateUse1, device)};
+}
+
+std::pair<size_t, size_t> mem_get_info(c10::DeviceIndex device) {
+  ensure_runtime();
+  tpu_memory_stats_t m;
+  tpu_client_memory_stats(tpu_runtime_client(), device, &m);
+  if (m.bytes_limit > 0) {
+    size_t total = static_cast<size_t>(m.bytes_limit);
+    size_t used = static_cast<size_t>(m.bytes_in_use);
+    return {total > used ? total - used : 0, total};
+  }
+  // No limit reported (the CPU plugin): the buffers are in host memory, so
+  // the host's available and physical memory.
+  size_t available = 0, total = 0;
+  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kib;
+    while (std::fgets(line, sizeof line, f)) {
+      if (std::sscanf(line, "MemAvailable: %llu", &kib) == 1) available = kib * 1024;
+      if (std::sscanf(line, "MemTotal: %llu", &kib) == 1) total = kib * 1024;
+    }
+    std::fclose(f);
+  }
+  return {available, total};
 }
 
 tpu_slot_t* slot_of(const c10::Storage& storage) {

@@ -12,6 +12,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tpu/engine.h"
@@ -40,6 +41,9 @@ tpu_slot_t* slot_of(const c10::Storage& storage);
 // The device allocator: storages own one reference to a storage slot.
 c10::Allocator* allocator();
 c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes);
+// (free, total) bytes of the device's memory: torch.tpu.mem_get_info and
+// torch.accelerator.get_memory_info.
+std::pair<size_t, size_t> mem_get_info(c10::DeviceIndex device);
 // Makes the storage hold at least `nbytes`, keeping its contents.
 void ensure_storage(const at::Tensor& self, size_t nbytes);
 // A new contiguous tpu tensor.

@@ -188,6 +188,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_register_fallback", &register_fallback);
   m.def("_autograd_ran_on_device", &autograd_ran_on_device);
   m.def("_memory_stats", &memory_stats);
+  m.def("_mem_get_info", [](int d) { return mem_get_info(static_cast<c10::DeviceIndex>(d)); });
   m.def("_reset_peak_memory_stats", [](int d) {
     ensure_runtime();
     tpu_client_reset_peak(tpu_runtime_client(), d);

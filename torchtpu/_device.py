@@ -196,21 +196,11 @@ def empty_cache() -> None:
     """Device buffers are freed as soon as their tensors are; nothing is cached."""
 
 
-def _host_memory():
-    """(available, physical) bytes of the host's memory."""
-    info = dict(line.split(":", 1) for line in open("/proc/meminfo"))
-    kib = lambda key: int(info[key].split()[0]) * 1024  # noqa: E731
-    return kib("MemAvailable"), kib("MemTotal")
-
-
 def mem_get_info(device=None):
     """(free, total) bytes of the device's memory. A device whose plugin
     reports no limit keeps its buffers in host memory (the CPU plugin):
     then the host's available and physical memory."""
-    limit = get_device_properties(device).memory_limit
-    if limit > 0:
-        return max(limit - memory_allocated(device), 0), limit
-    return _host_memory()
+    return _C._mem_get_info(_index(device))
 
 
 _memory_fractions = {}  # device index -> the fraction set; 1.0 when never set
@@ -291,7 +281,7 @@ class _DeviceProperties:
     @property
     def total_memory(self):
         # As mem_get_info's total: without a limit, the host's memory holds the buffers.
-        return self.memory_limit or _host_memory()[1]
+        return self.memory_limit or _C._mem_get_info(self.index)[1]
 
     def __repr__(self):
         return (f"_TpuDeviceProperties(name='{self.name}', platform='{self.platform}', "

@@ -140,7 +140,8 @@ tpu_val_t tpu_dev_slot_value(tpu_dev_t* d, tpu_slot_t* s, tpu_dtype_t dtype) {
 // element in strict mode, and in fused mode a graph per cut of the loop
 // (1,000 rows of `out[i] = x[i] * 2`: 56 compiles).
 static tpu_val_t runtime_offset(tpu_dev_t* d, const tpu_view_t* v) {
-  if (!tpu_view_is_contiguous(v) || tpu_view_is_whole(v)) return TPU_VAL_NONE;
+  if (!tpu_view_is_contiguous(v) || tpu_view_is_whole(v) || tpu_view_numel(v) == 0)
+    return TPU_VAL_NONE;  // (an empty view reads nothing and writes nothing)
   return tpu_dev_scalar(d, TPU_I64, &v->offset);
 }
 
