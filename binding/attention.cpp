@@ -33,25 +33,30 @@
 namespace torchtpu {
 namespace {
 
+// Sizes are read as SymInts: under torch.compile with dynamic shapes the
+// choice sees fake tensors whose sizes are symbolic (their comparisons
+// become guards).
 bool fusable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
              const std::optional<at::Tensor>& mask, double dropout_p, bool enable_gqa) {
   if (dropout_p != 0.0) return false;
   for (const at::Tensor* t : {&q, &k, &v})
-    if (!t->is_privateuseone() || t->is_nested() || t->dim() != 4 || t->numel() == 0 ||
+    if (!t->is_privateuseone() || t->is_nested() || t->dim() != 4 || t->sym_numel() == 0 ||
         t->scalar_type() != q.scalar_type() || !at::isFloatingType(t->scalar_type()))
       return false;
-  if (k.size(0) != q.size(0) || v.size(0) != q.size(0) || v.size(1) != k.size(1) ||
-      v.size(2) != k.size(2) || k.size(3) != q.size(3))
+  if (k.sym_size(0) != q.sym_size(0) || v.sym_size(0) != q.sym_size(0) ||
+      v.sym_size(1) != k.sym_size(1) || v.sym_size(2) != k.sym_size(2) ||
+      k.sym_size(3) != q.sym_size(3))
     return false;
   // Grouped-query attention only when asked for (otherwise the math path
   // broadcasts or reports the mismatch, as on CPU).
-  if (q.size(1) != k.size(1) && !(enable_gqa && q.size(1) % k.size(1) == 0)) return false;
+  if (q.sym_size(1) != k.sym_size(1) && !(enable_gqa && q.sym_size(1) % k.sym_size(1) == 0))
+    return false;
   if (mask && mask->defined()) {
     if (!mask->is_privateuseone() || mask->dim() > 4) return false;
-    const int64_t full[4] = {q.size(0), q.size(1), q.size(2), k.size(2)};
+    const c10::SymInt full[4] = {q.sym_size(0), q.sym_size(1), q.sym_size(2), k.sym_size(2)};
     for (int64_t i = 0; i < mask->dim(); ++i) {
-      int64_t s = mask->size(i), f = full[4 - mask->dim() + i];
-      if (s != 1 && s != f) return false;
+      c10::SymInt s = mask->sym_size(i);
+      if (s != 1 && s != full[4 - mask->dim() + i]) return false;
     }
   }
   return true;

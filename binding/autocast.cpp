@@ -22,6 +22,18 @@ using at::DimnameList;  // named unqualified in the op lists of torch < 2.13
 #define TPU_DIFFERENT_REDISPATCH(FUNC, NAME, SIG, REDISPATCH_SIG, POLICY) \
   KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE(FUNC, NAME, SIG, REDISPATCH_SIG, POLICY)
 
+// As on CUDA: binary cross entropy is refused under autocast (its float16
+// log of a probability is unsafe), pointing at the logits form.
+Tensor binary_cross_entropy_banned(const Tensor&, const Tensor&, const std::optional<Tensor>&,
+                                   int64_t) {
+  TORCH_CHECK(false,
+              "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to "
+              "autocast.\nMany models use a sigmoid layer right before the binary cross entropy "
+              "layer.\nIn this case, combine the two layers using "
+              "torch.nn.functional.binary_cross_entropy_with_logits\nor torch.nn.BCEWithLogitsLoss."
+              "  binary_cross_entropy_with_logits and BCEWithLogits are\nsafe to autocast.");
+}
+
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFallthrough());
 }
@@ -32,6 +44,8 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   AT_FORALL_FP32_SET_OPT_DTYPE(TPU_FP32_SET_OPT_DTYPE)
   AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(TPU_DIFFERENT_REDISPATCH)
   AT_FORALL_PROMOTE(TPU_PROMOTE)
+  m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"),
+         TORCH_FN((&binary_cross_entropy_banned)));
 }
 
 }  // namespace

@@ -67,12 +67,28 @@ void manual_seed_all(uint64_t seed);
 void set_sync_debug_mode(int mode);
 int sync_debug_mode();
 
+// Releases Python's lock for its scope where this thread holds it
+// (diagnostics.cpp). Code that PyTorch calls with it held (Event.record,
+// query) must, before the runtime takes a device's lock: a thread holding
+// that lock may wait for Python's, to name the user's line of a compile or
+// of a device-side check.
+class PythonLockReleased {
+ public:
+  PythonLockReleased();
+  ~PythonLockReleased();
+  PythonLockReleased(const PythonLockReleased&) = delete;
+  PythonLockReleased& operator=(const PythonLockReleased&) = delete;
+
+ private:
+  void* saved_;
+};
+
 // Where compilations came from (diagnostics.cpp): a Python line, the first
 // op of the compiled graph, how often, and why it compiled again.
 struct CompileSite {
   std::string frame, op;
-  int compiles;
-  int steps;  // distinct training steps in which it compiled
+  int compiles, from_disk;  // new programs compiled; loaded from the disk cache
+  int steps;  // distinct training steps in which it needed one
   std::map<std::string, int> reasons;
 };
 std::vector<CompileSite> compile_sites();

@@ -186,17 +186,22 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     e->device = device_index >= 0 ? device_index : stream.device_index();
     e->timing = flag == c10::EventFlag::BACKEND_DEFAULT;
     tpu_point_t* point = nullptr;
-    check(tpu_point_record(e->device, &point));
+    {
+      PythonLockReleased unlocked;
+      check(tpu_point_record(e->device, &point));
+    }
     tpu_point_release(e->point);
     e->point = point;
   }
   void block(void*, const c10::Stream&) const override {}  // one stream: in order
   bool queryEvent(void* event) const override {
     auto* e = static_cast<TpuEvent*>(event);
+    PythonLockReleased unlocked;
     return !e || !e->point || tpu_point_reached(e->point);
   }
   void synchronizeEvent(void* event) const override {
     auto* e = static_cast<TpuEvent*>(event);
+    PythonLockReleased unlocked;
     if (e && e->point) check(tpu_point_wait(e->point));
   }
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
@@ -219,9 +224,11 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return true;
   }
   void synchronizeStream(const c10::Stream& s) const override {
+    PythonLockReleased unlocked;
     check(tpu_synchronize(s.device_index()));
   }
   void synchronizeDevice(const c10::DeviceIndex d) const override {
+    PythonLockReleased unlocked;
     check(tpu_synchronize(d));
   }
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}

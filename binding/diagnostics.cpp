@@ -19,7 +19,7 @@ namespace {
 
 struct Site {
   std::string frame, op;
-  int compiles = 0;
+  int programs = 0, from_disk = 0;  // new programs; those loaded from the disk cache
   std::map<std::string, int> reasons;
   std::set<int64_t> steps;  // training steps in which it compiled
   tpu_hash_t ops{0, 0}, inputs{0, 0};
@@ -28,9 +28,33 @@ struct Site {
 std::mutex lock;
 std::map<std::string, Site> sites;
 
+// The directories of torch's and torchtpu's Python files, found once (with
+// the GIL held): a path that merely contains "/torchtpu/", as a clone of
+// this repository named so does, is the user's.
+const std::vector<std::string>& package_dirs() {
+  static const std::vector<std::string> dirs = [] {
+    std::vector<std::string> out;
+    for (const char* name : {"torch", "torchtpu"}) {
+      PyObject* key = PyUnicode_FromString(name);
+      PyObject* module = key ? PyImport_GetModule(key) : nullptr;
+      Py_XDECREF(key);
+      PyObject* file = module ? PyObject_GetAttrString(module, "__file__") : nullptr;
+      const char* path = file && PyUnicode_Check(file) ? PyUnicode_AsUTF8(file) : nullptr;
+      const char* slash = path ? std::strrchr(path, '/') : nullptr;
+      if (slash) out.emplace_back(path, slash + 1 - path);
+      Py_XDECREF(file);
+      Py_XDECREF(module);
+    }
+    PyErr_Clear();
+    return out;
+  }();
+  return dirs;
+}
+
 bool internal_file(const char* f) {
-  return std::strstr(f, "/torch/") || std::strstr(f, "/torchtpu/") ||
-         std::strncmp(f, "<frozen", 7) == 0;
+  for (const std::string& dir : package_dirs())
+    if (std::strncmp(f, dir.c_str(), dir.size()) == 0) return true;
+  return std::strncmp(f, "<frozen", 7) == 0;
 }
 
 // The innermost frame outside torch and torchtpu: "file:line in function".
@@ -69,7 +93,7 @@ void on_compile(void*, const tpu_compile_event_t* e) {
   std::string op = e->first_op >= 0 ? tpu_op_name(e->first_op) : "copy";
   std::lock_guard<std::mutex> g(lock);
   Site& s = sites[frame + "|" + op];
-  if (s.compiles == 0) {
+  if (s.programs == 0) {
     s.frame = frame;
     s.op = op;
   } else if (!tpu_hash_eq(s.ops, e->ops_hash)) {
@@ -79,7 +103,8 @@ void on_compile(void*, const tpu_compile_event_t* e) {
   } else {
     ++s.reasons["a constant or attribute changed (sizes, dims, values)"];
   }
-  ++s.compiles;
+  ++s.programs;
+  s.from_disk += e->from_disk;
   s.steps.insert(e->step);
   s.ops = e->ops_hash;
   s.inputs = e->inputs_hash;
@@ -98,11 +123,19 @@ struct InstallHook {
 
 }  // namespace
 
+PythonLockReleased::PythonLockReleased()
+    : saved_(Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr) {}
+
+PythonLockReleased::~PythonLockReleased() {
+  if (saved_) PyEval_RestoreThread(static_cast<PyThreadState*>(saved_));
+}
+
 std::vector<CompileSite> compile_sites() {
   std::lock_guard<std::mutex> g(lock);
   std::vector<CompileSite> out;
   for (const auto& [key, s] : sites)
-    out.push_back({s.frame, s.op, s.compiles, static_cast<int>(s.steps.size()), s.reasons});
+    out.push_back({s.frame, s.op, s.programs - s.from_disk, s.from_disk,
+                   static_cast<int>(s.steps.size()), s.reasons});
   return out;
 }
 

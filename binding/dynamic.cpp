@@ -172,9 +172,39 @@ at::Tensor& index_out_tpu(const at::Tensor& self, const IndexList& indices, at::
   return write_out(index_tpu(self, indices), out);
 }
 
+// The mask of `self[mask] = v` when the indices are one tpu bool (or uint8)
+// mask after full slices, shaped to broadcast over self's other dims; else
+// an undefined tensor.
+at::Tensor lone_mask(const at::Tensor& self, const IndexList& indices) {
+  at::Tensor mask;
+  int64_t dim = 0;
+  for (const std::optional<at::Tensor>& t : indices) {
+    if (!t || !t->defined()) {
+      ++dim;
+      continue;
+    }
+    if (mask.defined() || !is_mask(*t) || t->device() != self.device() ||
+        dim + t->dim() > self.dim())
+      return at::Tensor();
+    for (int64_t j = 0; j < t->dim(); ++j)
+      if (t->size(j) != self.size(dim + j)) return at::Tensor();  // raised by the row
+    mask = *t;
+    dim += mask.dim();
+  }
+  if (!mask.defined()) return at::Tensor();
+  for (; dim < self.dim(); ++dim) mask = mask.unsqueeze(-1);
+  return mask;
+}
+
 at::Tensor& index_put_impl_tpu(at::Tensor& self, const IndexList& indices, const at::Tensor& values,
                             bool accumulate, bool /*unsafe*/) {
   static const int row = row_id("index_put");
+  // PyTorch's shortcut on every device: a lone mask and a single CPU value
+  // (`x[x > 1] = torch.tensor(0)`, of any dtype) are a masked_fill_.
+  if (!accumulate && values.numel() == 1 && values.is_cpu()) {
+    at::Tensor mask = lone_mask(self, indices);
+    if (mask.defined()) return self.masked_fill_(mask, values.item());
+  }
   std::vector<at::Tensor> idx = expand_masks(self, indices, true);
   // PyTorch's check, skipped as there when a lone mask and a single value
   // make the call a masked_fill_.

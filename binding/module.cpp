@@ -169,7 +169,8 @@ PYBIND11_MODULE(_C, m) {
       py::dict reasons;
       for (const auto& [why, n] : s.reasons) reasons[why.c_str()] = n;
       out.append(py::dict(py::arg("frame") = s.frame, py::arg("op") = s.op,
-                          py::arg("compiles") = s.compiles, py::arg("steps") = s.steps,
+                          py::arg("compiles") = s.compiles, py::arg("from_disk") = s.from_disk,
+                          py::arg("steps") = s.steps,
                           py::arg("reasons") = reasons));
     }
     return out;

@@ -80,6 +80,19 @@ struct Args {
               "two devices, tpu:0 and ", t.device(), "!");
 }
 
+// A kernel here asked to write a tensor of another device: PyTorch chose tpu
+// for another argument, a tpu generator (`torch.randn(3,
+// generator=torch.Generator("tpu"))` fills a CPU tensor) or a tpu tensor.
+// PyTorch's messages for those.
+[[noreturn]] void foreign_target(const at::Tensor& t, c10::ArrayRef<c10::IValue> args) {
+  for (const c10::IValue& v : args)
+    if (v.isGenerator() && v.toGenerator().device().is_privateuseone())
+      TORCH_CHECK(false, "Expected a '", c10::DeviceTypeName(t.device().type(), true),
+                  "' device type for generator but found '",
+                  c10::DeviceTypeName(c10::DeviceType::PrivateUse1, true), "'");
+  mixed_devices(t);
+}
+
 tpu_arg_t tensor_arg(Args& a, const at::Tensor& t) {
   tpu_arg_t r;
   std::memset(&r, 0, sizeof r);
@@ -595,7 +608,7 @@ class RowKernel final : public c10::OperatorKernel {
           for (const at::Tensor& t : v.toTensorVector()) call.targets.push_back(t);
         }
         for (const auto& t : call.targets)
-          TORCH_CHECK(t.is_privateuseone(), "expected a tpu tensor to write, got ", t.device());
+          if (!t.is_privateuseone()) foreign_target(t, ivalues);
         if (a.device < 0 && !call.targets.empty()) a.device = call.targets[0].device().index();
       }
       if (info_.is_out[i]) continue;  // out= tensors are targets, not inputs
@@ -603,9 +616,17 @@ class RowKernel final : public c10::OperatorKernel {
       // A few ops fall through the Conjugate key (mm, addmm, bmm, baddbmm,
       // dot, vdot, _conj_physical: CPU's kernels read the bit), so a
       // conjugate view can reach a row; rows read physical data, so such an
-      // input is materialized first (the negative bit likewise).
+      // input is materialized first (the negative bit likewise). So is a
+      // ZeroTensor (forward-mode AD's tangent of an input without one),
+      // which has no memory: dot, vdot, mul.Scalar and add.Scalar fall
+      // through its key too.
       if (!info_.written[i] && v.isTensor()) {
         const at::Tensor& t = v.toTensor();
+        if (t.defined() && t.is_privateuseone() && t._is_zerotensor()) {
+          a.resolved.push_back(at::zeros(t.sizes(), t.options()));
+          a.args.push_back(convert(a, schema_args[i], c10::IValue(a.resolved.back())));
+          continue;
+        }
         if (t.defined() && t.is_privateuseone() && (t.is_conj() || t.is_neg())) {
           a.resolved.push_back(t.resolve_conj().resolve_neg());
           a.args.push_back(convert(a, schema_args[i], c10::IValue(a.resolved.back())));

@@ -168,6 +168,28 @@ def test_forward_mode_and_functorch_transforms():
         torch.testing.assert_close(a.cpu(), e, atol=1e-4, rtol=1e-4)
 
 
+def test_forward_mode_with_an_operand_that_has_no_tangent():
+    # The missing tangent is a ZeroTensor, which has no memory; dot, vdot,
+    # mul.Scalar and add.Scalar reach the device's kernels with it (CPU's
+    # read the ZeroTensor bit): they raised "memory was not allocated by
+    # torchtpu".
+    from torch.func import hessian, jvp
+    w = torch.tensor([1.0, 2.0, 3.0])
+
+    def run(w, one):
+        return [jvp(lambda x: x @ w, (one,), (one,))[1],
+                jvp(lambda x: torch.add(x, w, alpha=2), (one,), (one,))[1],
+                jvp(lambda x: torch.addcmul(x, w, w, value=0.5), (one,), (one,))[1],
+                jvp(lambda x: torch.vdot(w, x), (one,), (one,))[1],
+                hessian(lambda x: (x.tanh() @ w).exp())(one)]
+
+    expected = run(w, torch.ones(3))
+    with NoFallback():
+        actual = run(w.to("tpu"), torch.ones(3, device="tpu"))
+    for e, a in zip(expected, actual):
+        torch.testing.assert_close(a.cpu(), e)
+
+
 @pytest.mark.parametrize("reentrant", [False, True])
 def test_checkpoint_replays_dropout(reentrant):
     # Activation checkpointing recomputes the forward in backward with the

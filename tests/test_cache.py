@@ -105,6 +105,57 @@ def test_program_the_plugin_cannot_serialize_warns_once_and_runs(tmp_path):
     assert warm["compiles"] == 2 and warm["disk_hits"] == cold["compiles"] - 2, (cold, warm)
 
 
+def test_cache_entry_that_is_not_a_regular_file_is_a_miss(tmp_path):
+    # A named pipe at an entry's path blocked the process for ever in open().
+    env = dict(os.environ, TORCHTPU_CACHE_DIR=str(tmp_path))
+    cold = run(env)
+    entry = sorted(tmp_path.glob("*.tpuexe"))[0]
+    entry.unlink()
+    os.mkfifo(entry)
+    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    warm = json.loads(out.stdout.strip().splitlines()[-1])
+    assert warm["compiles"] == 1 and warm["disk_hits"] == cold["compiles"] - 1, (cold, warm)
+
+
+CHDIR_SCRIPT = textwrap.dedent("""
+    import os, sys, torch, torchtpu
+    (torch.ones(3, device="tpu") * 2).cpu()
+    os.chdir(sys.argv[1])
+    (torch.ones(5, device="tpu") * 2).cpu()  # stored after the chdir
+""")
+
+
+def test_relative_cache_dir_stays_where_it_was_when_opened(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    env = dict(os.environ, TORCHTPU_CACHE_DIR="cache")
+    out = subprocess.run([sys.executable, "-c", CHDIR_SCRIPT, str(tmp_path / "elsewhere")],
+                         env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    stored = list((tmp_path / "cache").glob("*.tpuexe"))
+    assert len(stored) >= 2 and not (tmp_path / "elsewhere" / "cache").exists()
+    # the program of the second op, stored after the chdir, is a hit:
+    out = subprocess.run([sys.executable, "-c", CHDIR_SCRIPT, str(tmp_path / "elsewhere")],
+                         env=dict(env, TORCHTPU_ASSERT_NO_COMPILE="1"), cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def test_temporary_files_of_dead_writers_are_removed(tmp_path):
+    # A writer killed between writing and renaming leaves its temporary file:
+    # counted against the size limit while it may still be written, then
+    # removed (after an hour).
+    stale = tmp_path / ("0" * 32 + ".tpuexe.tmp.123.abc")
+    fresh = tmp_path / ("1" * 32 + ".tpuexe.tmp.456.def")
+    for f in (stale, fresh):
+        f.write_bytes(b"x" * 1000)
+    os.utime(stale, (0, os.path.getmtime(stale) - 7200))
+    env = dict(os.environ, TORCHTPU_CACHE_DIR=str(tmp_path))
+    run(env)  # its first store counts the directory
+    assert not stale.exists() and fresh.exists()
+
+
 EVICT_SCRIPT = textwrap.dedent("""
     import json, sys, torch, torchtpu
     for n in map(int, sys.argv[1:]):
@@ -230,7 +281,42 @@ def test_recompile_diagnostics():
     assert "test_cache.py" in site["frame"]
     assert any("shape" in r or "constant" in r for r in site["reasons"])
     text = torchtpu.report(file=open(os.devnull, "w"))
-    assert "keep compiling" in text
+    assert "keep needing new programs" in text
+
+
+SITES_SCRIPT = textwrap.dedent("""
+    import json, torch, torchtpu
+    for n in range(2, 7):
+        (torch.ones(n, 3, device="tpu") * 1.5).sum(0).cpu()  # a new shape each time
+    m = torchtpu.metrics()
+    print(json.dumps({"compiles": m["compiles"], "sites": torchtpu.recompiles(),
+                      "report": torchtpu.report()}))
+""")
+
+
+def test_recompile_sites_tell_disk_loads_from_compiles(tmp_path):
+    # The script lies in a folder named "torchtpu" (a clone of this
+    # repository): its lines are still the user's, not torchtpu's.
+    folder = tmp_path / "torchtpu" / "examples"
+    folder.mkdir(parents=True)
+    (folder / "loop.py").write_text(SITES_SCRIPT)
+    env = dict(os.environ, TORCHTPU_CACHE_DIR=str(tmp_path / "cache"))
+
+    def sites():
+        out = subprocess.run([sys.executable, str(folder / "loop.py")], env=env,
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    cold, warm = sites(), sites()
+    assert cold["sites"] and all("loop.py:4" in s["frame"] for s in cold["sites"]), cold
+    assert sum(s["compiles"] for s in cold["sites"]) > 0
+    assert all(s["from_disk"] == 0 for s in cold["sites"])
+    # a warm cache compiles nothing, but the line still needs a new program
+    # at every shape: those are loaded from disk, and said to be
+    assert warm["compiles"] == 0 and warm["sites"], warm
+    assert all(s["compiles"] == 0 and s["from_disk"] >= 3 for s in warm["sites"]), warm
+    assert "0 compiled, " in warm["report"] and "from disk" in warm["report"]
 
 
 def test_fused_recompiles_name_the_line_that_began_the_graph():

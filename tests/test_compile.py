@@ -134,6 +134,23 @@ def test_attention_layer_under_autocast(dtype):
         torch.testing.assert_close(q.grad.cpu(), p.grad, **tol, msg=name)
 
 
+def test_attention_with_dynamic_shapes():
+    # With dynamic shapes the attention kernel's choice sees fake tensors of
+    # symbolic sizes; it read them as plain ints and raised "Cannot call
+    # numel() on tensor with symbolic sizes" at the second batch size.
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    run = torch.compile(copy.deepcopy(layer).tpu(), backend="tpu")
+    for batch in (2, 3, 4):  # Dynamo makes the batch dim dynamic at the second
+        x = torch.randn(batch, 5, 8)
+        torch.testing.assert_close(run(x.tpu()).cpu(), layer(x), rtol=1e-4, atol=1e-5)
+    attend = torch.compile(lambda q: F.scaled_dot_product_attention(q, q, q, is_causal=True),
+                           backend="tpu", dynamic=True)
+    q = torch.randn(1, 2, 5, 4)
+    torch.testing.assert_close(attend(q.tpu()).cpu(),
+                               F.scaled_dot_product_attention(q, q, q, is_causal=True))
+
+
 def checking_backend(mismatches):
     """A backend that runs each graph node by node in fused mode and notes
     every result whose strides differ from what the trace's meta kernels

@@ -1,4 +1,7 @@
 """The device module torch.tpu, torch.accelerator and tensor methods."""
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -270,6 +273,11 @@ def test_autocast_policy():
         assert (a @ a).dtype == torch.float16
     assert (a @ a).dtype == torch.float32  # outside: untouched
     assert torch.tpu.get_amp_supported_dtype() == [torch.bfloat16, torch.float16]
+    p = torch.rand(4, device="tpu")
+    with torch.autocast("tpu", dtype=torch.float16):  # refused, as on CUDA
+        with pytest.raises(RuntimeError, match="unsafe to autocast"):
+            torch.nn.BCELoss()(p.half(), p.half())
+        torch.nn.BCEWithLogitsLoss()(p, p)  # the safe form runs
 
 
 def test_module_to_keeps_parameters_and_tied_weights():
@@ -380,3 +388,34 @@ def test_per_process_memory_fraction(mode):
         finally:
             torch.tpu.set_per_process_memory_fraction(1.0)
         assert (torch.ones(1 << 20, device="tpu") + 1).sum().item() == 2 * (1 << 20)
+
+
+EVENTS_WHILE_ANOTHER_THREAD_RUNS = """
+import sys, threading, torch, torchtpu
+torchtpu.set_mode(sys.argv[1])
+x = torch.randn(8, 4, device="tpu")
+y = torch.randint(0, 4, (8,), device="tpu")
+done = threading.Event()
+def worker():  # ops with a device-side check, and new programs to compile
+    for n in range(1, 40):
+        torch.nn.functional.cross_entropy(x, y)
+        (torch.ones(n, device="tpu") * 2).sum()
+    torch.tpu.synchronize()
+    done.set()
+threading.Thread(target=worker, daemon=True).start()
+while not done.is_set():
+    torch.tpu.Event().record()
+    torch.tpu.current_stream().query()
+print("finished")
+"""
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_events_while_another_thread_runs_ops(mode):
+    # A thread recording an op names its Python line (Python's lock) while it
+    # holds the device; Event.record and Stream.query, called with Python's
+    # lock held, waited for the device: each waited for the other for ever.
+    out = subprocess.run([sys.executable, "-c", EVENTS_WHILE_ANOTHER_THREAD_RUNS, mode],
+                         capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, TORCHTPU_CACHE_DIR="off"))
+    assert out.returncode == 0 and "finished" in out.stdout, out.stderr

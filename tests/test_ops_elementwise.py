@@ -665,3 +665,42 @@ def test_angle():
     check(torch.angle, torch.tensor([-3, 0, 4]))
     check(torch.angle, torch.tensor([1 + 1j, -1 + 0j, complex(-1, -0.0), 0j], dtype=torch.complex64))
     check(torch.angle, floats(torch.bfloat16, n=20))
+
+
+def test_a_bool_mask_times_a_float_keeps_ieee_results():
+    # XLA rewrites a product with a converted bool into a select, which gave
+    # 0 for False * NaN, False * inf and False * -2 (CPU: NaN, NaN, -0.0),
+    # so a NaN under a mask vanished from a masked loss.
+    x = torch.tensor([float("nan"), float("inf"), -2.0, 3.0])
+    m = torch.tensor([False, False, False, True])
+
+    def same_bits(a, b):
+        b = b.cpu()
+        return (torch.equal(a.isnan(), b.isnan()) and torch.equal(a.signbit(), b.signbit())
+                and bool(((a == b) | a.isnan()).all()))
+
+    for fn in (lambda x, m: m * x, lambda x, m: x.double() * m, lambda x, m: x.clone().mul_(m),
+               lambda x, m: m * float("inf"), lambda x, m: x * (x > 0),
+               lambda x, m: x * m.float(), lambda x, m: (x * m.to(x.dtype)).sum().reshape(1),
+               lambda x, m: torch.addcmul(x, x, m.float()), lambda x, m: torch.lerp(x, x, m.float())):
+        assert same_bits(fn(x, m), fn(x.to("tpu"), m.to("tpu")))
+
+
+def test_integer_powers_use_every_bit_of_the_exponent():
+    # XLA's integer power reads only the exponent's low 6 bits: 3 ** 64 gave 1.
+    for fn, args in [(lambda a: a ** 64, (torch.tensor([3, 2, -1, 5]),)),
+                     (lambda a: a ** 100, (torch.tensor([3, 2, -3]),)),
+                     (torch.pow, (torch.tensor([3, 2, 5, -1, 7]), torch.tensor([64, 65, 70, 2**40 + 1, 2**62]))),
+                     (lambda e: 2 ** e, (torch.tensor([31, 32, 63], dtype=torch.int32),)),
+                     (torch.pow, (torch.tensor([3, 3, 127], dtype=torch.uint8),
+                                  torch.tensor([128, 200, 192], dtype=torch.uint8))),
+                     (lambda a: a ** 200, (torch.tensor([3, 127], dtype=torch.uint8),)),
+                     (lambda a: torch._foreach_pow([a], 64)[0], (torch.tensor([3, 2, 5]),)),
+                     (torch.pow, (torch.tensor([1, -1, -1, 2, 0]), torch.tensor([-3, -3, -2, -1, -2])))]:
+        check(fn, *args)
+
+
+def test_copysign_of_bfloat16_takes_the_sign_of_an_integer():
+    x = torch.tensor([3.0, -2.0, 5.0, -1.0], dtype=torch.bfloat16)
+    for dtype in (torch.int8, torch.int32, torch.int64):
+        check(torch.copysign, x, torch.tensor([3, -2, -5, 1], dtype=dtype))

@@ -1023,3 +1023,21 @@ def test_bincount():
                         (x, {"weights": torch.rand(3)}), (torch.tensor([True]), {})]:
         tpu_err, cpu_err = check_error(lambda x, kw: torch.bincount(x, **kw), bad, kwargs)
         assert str(tpu_err).splitlines()[0] == str(cpu_err).splitlines()[0]
+
+
+def test_mask_assignment_of_a_cpu_number_of_another_dtype():
+    # PyTorch makes `x[mask] = value` with one mask and a single CPU value a
+    # masked_fill_, which converts the value: no dtype check as for index_put_.
+    def assign(x, value, index):
+        x = x.clone()
+        x[index(x)] = value
+        return x
+
+    for x, value in [(torch.arange(4.0), torch.tensor(0)),
+                     (torch.arange(4.0), torch.tensor(2.5, dtype=torch.float64)),
+                     (torch.arange(4), torch.tensor(2.7)),
+                     (torch.arange(12.0).reshape(3, 4), torch.tensor([7]))]:
+        check(lambda a: assign(a, value, lambda t: t > 1), x)
+    x = torch.arange(12.0).reshape(3, 4)
+    check(lambda a: assign(a, torch.tensor(5), lambda t: (slice(None), t[0] > 1)), x)
+    check(lambda a: assign(a, torch.tensor(5), lambda t: t[:, 0] > 3), x)  # rows: broadcast

@@ -615,3 +615,15 @@ def test_poisson_edge_values_and_errors():
     for bad in (-1.0, math.nan):
         check_error(torch.poisson, torch.tensor([1.0, bad]))
     check_error(torch.poisson, torch.ones(3, dtype=torch.int64))
+
+
+def test_generator_of_another_device_is_refused_as_pytorch_refuses_it():
+    cpu_gen, tpu_gen = torch.Generator(), torch.Generator("tpu")
+    with pytest.raises(RuntimeError, match="Expected a 'cpu' device type for generator but "
+                                           "found 'tpu'"):
+        torch.randn(3, generator=tpu_gen)  # fills a CPU tensor
+    with pytest.raises(RuntimeError, match="Expected a 'tpu' device type for generator but "
+                                           "found 'cpu'"):
+        torch.randn(3, device="tpu", generator=cpu_gen)
+    with pytest.raises(RuntimeError, match="same device"):  # a CPU tensor written with tpu's
+        torch.zeros(3).add_(torch.ones(3, device="tpu"))

@@ -9,18 +9,22 @@ def metrics() -> dict:
 
 
 def recompiles(min_compiles: int = 3) -> list:
-    """Python lines that keep compiling new programs, with the reasons: an
+    """Python lines that keep needing new programs, with the reasons: an
     input shape or dtype changed, a constant or attribute changed, or the graph
-    was cut at a different point (fused mode).
+    was cut at a different point (fused mode). Each site gives `compiles`
+    (programs compiled) and `from_disk` (loaded from the disk cache instead,
+    which a warm cache turns compiles into: the line still changes its
+    program).
 
-    In a training loop (optimizer steps seen) a line counts when it compiled
-    in `min_compiles` or more different steps: compiling several programs in
-    the first step (one per parameter shape, say) is warm-up, not a problem.
-    Without optimizer steps, a line counts after `min_compiles` compiles."""
+    In a training loop (optimizer steps seen) a line counts when it needed a
+    new program in `min_compiles` or more different steps: several programs
+    in the first step (one per parameter shape, say) are warm-up, not a
+    problem. Without optimizer steps, a line counts after `min_compiles`
+    new programs."""
     training = _C._steps_taken() > 0
     sites = [s for s in _C._compile_sites()
-             if (s["steps"] if training else s["compiles"]) >= min_compiles]
-    return sorted(sites, key=lambda s: -s["compiles"])
+             if (s["steps"] if training else s["compiles"] + s["from_disk"]) >= min_compiles]
+    return sorted(sites, key=lambda s: -(s["compiles"] + s["from_disk"]))
 
 
 def reset_metrics() -> None:
@@ -51,10 +55,12 @@ def report(file=None) -> str:
         lines.append("  CPU fallbacks    none")
     sites = recompiles()
     if sites:
-        lines.append("  call sites that keep compiling:")
+        lines.append("  call sites that keep needing new programs (compiled, or loaded from disk):")
         for site in sites[:10]:
             why = ", ".join(f"{n}x {r}" for r, n in site["reasons"].items())
-            lines.append(f"    {site['compiles']:4d}  {site['frame']}  [{site['op']}]  {why}")
+            made = f"{site['compiles']} compiled" + (
+                f", {site['from_disk']} from disk" if site["from_disk"] else "")
+            lines.append(f"    {made}  {site['frame']}  [{site['op']}]  {why}")
     text = "\n".join(lines)
     print(text, file=file)
     return text

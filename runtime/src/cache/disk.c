@@ -16,6 +16,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@
 #include <unistd.h>
 #include <utime.h>
 
-enum { FORMAT_VERSION = 1 };
+enum { FORMAT_VERSION = 1, STALE_SECONDS = 3600 };
 static const char MAGIC[8] = {'T', 'P', 'U', 'X', 'E', 'X', 'E', '\n'};
 
 typedef struct header {
@@ -84,12 +85,14 @@ tpu_status_t tpu_disk_cache_open(tpu_hash_t identity, tpu_disk_cache_t** out) {
   TPU_RETURN_IF_ERROR(make_dirs(dir));
   tpu_disk_cache_t* c = tpu_calloc(1, sizeof *c);
   if (!c) return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory");
-  c->dir = tpu_strdup(dir);
+  char* absolute = realpath(dir, NULL);  // so that a later os.chdir() moves no entries
+  c->dir = absolute ? tpu_strdup(absolute) : NULL;
+  free(absolute);
   c->identity = identity;
-  if (mtx_init(&c->lock, mtx_plain) != thrd_success) {
+  if (!c->dir || mtx_init(&c->lock, mtx_plain) != thrd_success) {
     tpu_free(c->dir);
     tpu_free(c);
-    return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "cannot create a mutex");
+    return tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "cannot set up the cache in %s", dir);
   }
   c->max_bytes = tpu_env_get(TPU_ENV_CACHE_MAX_BYTES, NULL);
   *out = c;
@@ -121,8 +124,15 @@ tpu_status_t tpu_disk_cache_load(tpu_disk_cache_t* c, tpu_client_t* client,
   *out = NULL;
   char path[4200];
   entry_path(c, key, path, sizeof path);
-  FILE* f = fopen(path, "rb");
-  if (!f) return TPU_OK;  // a miss
+  // Only a regular file is an entry: opening a named pipe put there would
+  // block for ever. (Non-blocking only matters for the open itself.)
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  struct stat st;
+  FILE* f = fd < 0 ? NULL : fstat(fd, &st) || !S_ISREG(st.st_mode) ? NULL : fdopen(fd, "rb");
+  if (!f) {
+    if (fd >= 0) close(fd);
+    return TPU_OK;  // a miss
+  }
   header_t h;
   char* data = NULL;
   bool ok = fread(&h, sizeof h, 1, f) == 1 && !memcmp(h.magic, MAGIC, sizeof MAGIC) &&
@@ -164,7 +174,7 @@ static int by_mtime(const void* a, const void* b) {
 }
 
 // Counts the directory and deletes the least recently used entries until it
-// fits.
+// fits, and the temporary files of writers that died mid-write.
 static void count_and_evict(tpu_disk_cache_t* c) {
   c->counted_at = time(NULL);
   DIR* d = opendir(c->dir);
@@ -175,11 +185,18 @@ static void count_and_evict(tpu_disk_cache_t* c) {
   struct dirent* e;
   while ((e = readdir(d))) {
     size_t len = strlen(e->d_name);
-    if (len < 8 || len >= 64 || strcmp(e->d_name + len - 7, ".tpuexe")) continue;
+    bool temporary = strstr(e->d_name, ".tpuexe.tmp.") != NULL;
+    if (!temporary && (len < 8 || len >= 64 || strcmp(e->d_name + len - 7, ".tpuexe")))
+      continue;
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", c->dir, e->d_name);
     struct stat st;
     if (stat(path, &st)) continue;
+    if (temporary) {  // being written, or left by a writer that died: gone after an hour
+      if (time(NULL) - st.st_mtime > STALE_SECONDS) unlink(path);
+      else total += (int64_t)st.st_size;
+      continue;
+    }
     if (n == cap) {
       cap = cap ? cap * 2 : 64;
       file_info_t* p = tpu_realloc(files, sizeof *p * (size_t)cap);

@@ -432,13 +432,21 @@ tpu_status_t tpu_lower_fmod(tpu_lower_ctx_t* cx) {
 
 //===--- pow ---===//
 
-// Integer power by squaring, wrapping like C; negative exponents follow
-// PyTorch's powi (1 for base 1, ±1 for base -1, else 0).
-static tpu_val_t int_pow(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
+tpu_val_t tpu_ew_int_pow(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
   tpu_graph_t* g = cx->g;
-  tpu_val_t p = tpu_ir_binary(g, TPU_IR_POW, a, b);
-  if (!tpu_graph_ok(g) || tpu_dtype_kind(tpu_ir_dtype(g, a)) == TPU_KIND_UINT) return p;
+  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
+  tpu_dtype_t t = tpu_ir_dtype(g, a);
+  bool is_signed = tpu_dtype_kind(t) != TPU_KIND_UINT;
   tpu_val_t zero = tpu_lower_const_like(cx, a, 0), one = tpu_lower_const_like(cx, a, 1);
+  tpu_val_t p = one, square = a;
+  for (int bit = 0; bit < 8 * (int)tpu_dtype_size(t) - is_signed; ++bit) {
+    tpu_val_t set = tpu_ir_compare(
+        g, TPU_CMP_NE, tpu_ir_binary(g, TPU_IR_AND, b, tpu_lower_const_like(cx, b, ldexp(1, bit))),
+        zero);
+    p = tpu_ir_select(g, set, tpu_ir_binary(g, TPU_IR_MUL, p, square), p);
+    square = tpu_ir_binary(g, TPU_IR_MUL, square, square);
+  }
+  if (!is_signed) return p;
   tpu_val_t minus_one = tpu_lower_const_like(cx, a, -1);
   tpu_val_t odd = tpu_ir_compare(g, TPU_CMP_NE, tpu_ir_binary(g, TPU_IR_AND, b, one), zero);
   tpu_val_t neg = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_EQ, a, one), one,
@@ -449,7 +457,7 @@ static tpu_val_t int_pow(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
 
 static tpu_val_t pow_fn(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
   if (tpu_graph_ok(cx->g) && tpu_dtype_is_integral(tpu_ir_dtype(cx->g, a), false))
-    return int_pow(cx, a, b);
+    return tpu_ew_int_pow(cx, a, b);
   return tpu_ir_binary(cx->g, TPU_IR_POW, a, b);
 }
 
@@ -551,8 +559,10 @@ tpu_status_t tpu_lower_hypot(tpu_lower_ctx_t* cx) {
   return tpu_ew_binary(cx, TPU_RULE_FLOATING, hypot_fn);
 }
 
+// Exact in any width, so computed in the result's own: in float32, XLA's
+// CPU backend lost the sign of an integer converted to bfloat16 on the way.
 tpu_status_t tpu_lower_copysign(tpu_lower_ctx_t* cx) {
-  return tpu_ew_binary_ex(cx, TPU_RULE_FLOAT, tpu_ew_copysign, TPU_EW_REAL);
+  return tpu_ew_binary_ex(cx, TPU_RULE_FLOAT, tpu_ew_copysign, TPU_EW_REAL | TPU_EW_STORAGE);
 }
 
 // xlogy: x * log(y), 0 where x == 0 unless y is NaN.

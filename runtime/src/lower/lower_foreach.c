@@ -182,20 +182,8 @@ static tpu_status_t pow_elem(tpu_lower_ctx_t* e) {
   tpu_dtype_t c = tpu_opmath(t);
   tpu_val_t v[2];
   TPU_RETURN_IF_ERROR(tpu_lower_broadcast_inputs(e, ab, 2, c, v));
-  tpu_val_t r = tpu_ir_binary(g, TPU_IR_POW, v[0], v[1]);
-  if (tpu_dtype_kind(c) == TPU_KIND_INT) {
-    // PyTorch's integer powers with a negative exponent: 1 for base 1, +-1
-    // for base -1 (by the exponent's parity), 0 otherwise.
-    tpu_val_t zero = tpu_lower_const_like(e, r, 0), one = tpu_lower_const_like(e, r, 1);
-    tpu_val_t minus_one = tpu_lower_const_like(e, r, -1);
-    tpu_val_t odd = tpu_ir_compare(g, TPU_CMP_NE,
-                                   tpu_ir_binary(g, TPU_IR_REM, v[1], tpu_lower_const_like(e, r, 2)),
-                                   zero);
-    tpu_val_t neg = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_EQ, v[0], one), one,
-                                  tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_EQ, v[0], minus_one),
-                                                tpu_ir_select(g, odd, minus_one, one), zero));
-    r = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_LT, v[1], zero), neg, r);
-  }
+  tpu_val_t r = tpu_dtype_is_integral(c, false) ? tpu_ew_int_pow(e, v[0], v[1])
+                                               : tpu_ir_binary(g, TPU_IR_POW, v[0], v[1]);
   tpu_lower_out(e, 0, tpu_ir_convert(g, r, t));
   return TPU_OK;
 }
