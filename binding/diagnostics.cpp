@@ -21,7 +21,7 @@ struct Site {
   std::string frame, op;
   int programs = 0, from_disk = 0;  // new programs; those loaded from the disk cache
   std::map<std::string, int> reasons;
-  std::set<int64_t> steps;  // training steps in which it compiled
+  std::set<int64_t> steps;  // training steps in which it needed a new program
   tpu_hash_t ops{0, 0}, inputs{0, 0};
 };
 

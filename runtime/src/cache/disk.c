@@ -128,7 +128,8 @@ tpu_status_t tpu_disk_cache_load(tpu_disk_cache_t* c, tpu_client_t* client,
   // block for ever. (Non-blocking only matters for the open itself.)
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   struct stat st;
-  FILE* f = fd < 0 ? NULL : fstat(fd, &st) || !S_ISREG(st.st_mode) ? NULL : fdopen(fd, "rb");
+  FILE* f = NULL;
+  if (fd >= 0 && !fstat(fd, &st) && S_ISREG(st.st_mode)) f = fdopen(fd, "rb");
   if (!f) {
     if (fd >= 0) close(fd);
     return TPU_OK;  // a miss

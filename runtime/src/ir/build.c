@@ -232,13 +232,13 @@ tpu_val_t tpu_ir_convert(tpu_graph_t* g, tpu_val_t x, tpu_dtype_t dtype) {
   if (type_of(g, x)->dtype == dtype) return x;
   tpu_type_t t = *type_of(g, x);
   t.dtype = dtype;
-  if (type_of(g, x)->dtype == TPU_BOOL && (tpu_dtype_is_float(dtype) || tpu_dtype_is_complex(dtype))) {
-    // A bool as a float is a select: XLA rewrites a product with a
-    // converted bool into a select, which loses IEEE's NaN * 0 = NaN
-    // (a mask times a tensor with a NaN or inf hid it).
+  // A bool as a float is a select: XLA rewrites a product with a converted
+  // bool into a select, which loses IEEE's NaN * 0 = NaN (a mask times a
+  // tensor with a NaN or inf hid it).
+  bool to_float = tpu_dtype_is_float(dtype) || tpu_dtype_is_complex(dtype);
+  if (type_of(g, x)->dtype == TPU_BOOL && to_float)
     return tpu_ir_select(g, x, tpu_ir_const(g, dtype, 1.0, t.dims, t.rank),
                          tpu_ir_const(g, dtype, 0.0, t.dims, t.rank));
-  }
   return tpu_graph_add(g, TPU_IR_CONVERT, &x, 1, NULL, 0, &t);
 }
 
