@@ -16,6 +16,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/SDPBackend.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/_native_multi_head_attention_native.h>
@@ -62,11 +63,26 @@ bool fusable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   return true;
 }
 
+// Under a torch.func transform (vmap, jvp, ...) or torch.autograd.forward_ad:
+// the fused kernel has neither a batching rule nor a forward formula (CUDA's
+// kernels have batching rules), the math path's ops have both. (torch.func
+// keeps which transforms are active in a header PyTorch does not ship
+// whole, so grad alone takes the math path too.)
+bool transformed(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  using c10::impl::tls_is_dispatch_key_included;
+  if (tls_is_dispatch_key_included(c10::DispatchKey::FuncTorchDynamicLayerFrontMode) ||
+      tls_is_dispatch_key_included(c10::DispatchKey::FuncTorchDynamicLayerBackMode))
+    return true;
+  for (const at::Tensor* t : {&q, &k, &v})
+    if (t->_fw_grad(/*level=*/0).defined()) return true;
+  return false;
+}
+
 int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                          const std::optional<at::Tensor>& attn_mask, double dropout_p,
                          bool is_causal, std::optional<double> scale, bool enable_gqa) {
   auto& ctx = at::globalContext();
-  if (ctx.userEnabledOverrideableSDP() &&
+  if (ctx.userEnabledOverrideableSDP() && !transformed(query, key, value) &&
       fusable(query, key, value, attn_mask, dropout_p, enable_gqa))
     return static_cast<int64_t>(at::SDPBackend::overrideable);
   if (ctx.userEnabledMathSDP()) return static_cast<int64_t>(at::SDPBackend::math);

@@ -190,6 +190,33 @@ def test_forward_mode_with_an_operand_that_has_no_tangent():
         torch.testing.assert_close(a.cpu(), e)
 
 
+def test_attention_under_vmap_and_forward_mode():
+    # The one-program attention kernel has no batching rule and no forward
+    # formula: under torch.func's transforms and forward_ad duals attention
+    # takes the math path (vmap raised "Batching rule not implemented").
+    import torch.autograd.forward_ad as fwAD
+    import torch.nn.functional as F
+    from torch.func import grad, jvp, vmap
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def attend(a):
+        return F.scaled_dot_product_attention(a, a, a, is_causal=True)
+
+    def run(q, t):
+        per_sample = vmap(grad(lambda a: attend(a).pow(2).sum()))(q)
+        with fwAD.dual_level():
+            tangent = fwAD.unpack_dual(attend(fwAD.make_dual(q[0], t))).tangent
+        return [vmap(attend)(q), per_sample, jvp(attend, (q[0],), (t,))[1], tangent]
+
+    torch.manual_seed(0)
+    q, t = torch.randn(3, 2, 2, 5, 4), torch.randn(2, 2, 5, 4)
+    with sdpa_kernel(SDPBackend.MATH):  # CPU's fused kernel has no forward formula
+        expected = run(q, t)
+    actual = run(q.to("tpu"), t.to("tpu"))
+    for e, a in zip(expected, actual):
+        torch.testing.assert_close(a.cpu(), e, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("reentrant", [False, True])
 def test_checkpoint_replays_dropout(reentrant):
     # Activation checkpointing recomputes the forward in backward with the
