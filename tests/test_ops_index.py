@@ -653,6 +653,9 @@ def test_kthvalue():
     check(lambda a, v, i: torch.kthvalue(a, 2, out=(v, i)), x, v, i)
     check_error(lambda a: torch.kthvalue(a, 7), x)
     check_error(lambda a: torch.kthvalue(a, 0), x)
+    for empty, dim in [(torch.zeros(0), 0), (torch.zeros(3, 0), 1)]:  # an IndexError
+        err, cpu_err = check_error(lambda a: torch.kthvalue(a, 1, dim), empty)
+        assert str(err) == str(cpu_err)
 
 
 #===--- shape ops ---===#

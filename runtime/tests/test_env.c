@@ -29,7 +29,7 @@ void test_env_values(void) {
   CHECK_ERROR(s, TPU_CODE_INVALID_ARGUMENT, "TORCHTPU_LOG=loud: expected error, warn, info or debug");
   CHECK_ERROR(tpu_env_check(), TPU_CODE_INVALID_ARGUMENT, "TORCHTPU_LOG=loud");
   unsetenv("TORCHTPU_LOG");
-  const char* bad[] = {"0", "-3", "12x", "", "99999999999999999999"};
+  const char* bad[] = {"0", "-3", "12x", "", " ", "99999999999999999999"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
     setenv("TORCHTPU_FUSED_MAX_OPS", bad[i], 1);
     s = TPU_OK;
@@ -45,6 +45,17 @@ void test_env_values(void) {
   unsetenv("TORCHTPU_ASSERT_NO_COMPILE");
   CHECK_ERROR(tpu_env_check(), TPU_CODE_INVALID_ARGUMENT,
               "TORCHTPU_CACHE_MAX_BYTES=4G: expected an integer of at least 0");
+  setenv("TORCHTPU_CACHE_MAX_BYTES", "99999999999999999999", 1);
+  CHECK_ERROR(tpu_env_check(), TPU_CODE_INVALID_ARGUMENT,
+              "=99999999999999999999: too large: expected an integer from 0 to "
+              "9223372036854775807");
+  const char* spaced[] = {" 100", "100 ", "\t100\n"};  // spaces around a number are fine
+  for (size_t i = 0; i < sizeof spaced / sizeof *spaced; ++i) {
+    setenv("TORCHTPU_CACHE_MAX_BYTES", spaced[i], 1);
+    s = TPU_OK;
+    CHECK(tpu_env_get(TPU_ENV_CACHE_MAX_BYTES, &s) == 100);
+    CHECK_OK(s);
+  }
   unsetenv("TORCHTPU_CACHE_MAX_BYTES");
   unsetenv("TORCHTPU_MODE");
   CHECK_OK(tpu_env_check());

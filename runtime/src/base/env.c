@@ -1,4 +1,5 @@
 // torchtpu's environment variables: one table of what each one takes.
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,9 +68,15 @@ int64_t tpu_env_get(tpu_env_t var, tpu_status_t* error) {
   char* end;
   errno = 0;
   long long n = strtoll(v, &end, 10);
+  if (end != v)  // a number: spaces after it are fine, as strtoll skips those before
+    while (isspace((unsigned char)*end)) ++end;
   if (!*end && errno == 0 && n >= vars[var].lo && n <= vars[var].hi) return n;
   if (error) {
-    if (vars[var].hi == INT64_MAX)
+    if (vars[var].hi == INT64_MAX && errno == ERANGE)
+      *error = tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                               "%s=%s: too large: expected an integer from %lld to %lld",
+                               vars[var].name, v, (long long)vars[var].lo, (long long)INT64_MAX);
+    else if (vars[var].hi == INT64_MAX)
       *error = tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                                "%s=%s: expected an integer of at least %lld",
                                vars[var].name, v, (long long)vars[var].lo);

@@ -161,6 +161,10 @@ tpu_status_t tpu_lower_kthvalue(tpu_lower_ctx_t* cx) {
   int n = rank ? rank : 1;
   if (rank) memcpy(d, tpu_arg_sizes(cx, 0), sizeof(int64_t) * (size_t)rank);
   else d[0] = 1;
+  if (d[dim] == 0)  // an IndexError, as on CPU
+    return TPU_LOWER_ERROR(TPU_CODE_OUT_OF_RANGE,
+                           "kthvalue(): Expected reduction dim %lld to have non-zero size.",
+                           (long long)dim);
   if (k < 1 || k > d[dim])
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "kthvalue(): selected number k out of range for dimension %lld",
