@@ -622,13 +622,10 @@ class RowKernel final : public c10::OperatorKernel {
       // through its key too.
       if (!info_.written[i] && v.isTensor()) {
         const at::Tensor& t = v.toTensor();
-        if (t.defined() && t.is_privateuseone() && t._is_zerotensor()) {
-          a.resolved.push_back(at::zeros(t.sizes(), t.options()));
-          a.args.push_back(convert(a, schema_args[i], c10::IValue(a.resolved.back())));
-          continue;
-        }
-        if (t.defined() && t.is_privateuseone() && (t.is_conj() || t.is_neg())) {
-          a.resolved.push_back(t.resolve_conj().resolve_neg());
+        if (t.defined() && t.is_privateuseone() &&
+            (t._is_zerotensor() || t.is_conj() || t.is_neg())) {
+          a.resolved.push_back(t._is_zerotensor() ? at::zeros(t.sizes(), t.options())
+                                                  : t.resolve_conj().resolve_neg());
           a.args.push_back(convert(a, schema_args[i], c10::IValue(a.resolved.back())));
           continue;
         }
