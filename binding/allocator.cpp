@@ -97,11 +97,11 @@ tpu_slot_t* slot_of(const c10::Storage& storage) {
   // (PyTorch's legacy serialization wraps a storage's address in from_blob
   // to copy it to the host, and such a tensor knows no slot.)
   TORCH_CHECK(ctx && storage.data_ptr().get_deleter() == &delete_slot,
-              "this tpu tensor's memory was not allocated by torchtpu (torch.from_dlpack or "
-              "from_blob of another library's pointer?): tpu tensors are shared through "
-              ".cpu() or .to(); pickle.dumps and torch.save(..., "
-              "_use_new_zipfile_serialization=False) copy them this way and are not "
-              "supported: use torch.save's default format, or pickle t.cpu()");
+              "this tpu tensor's memory was not allocated by torchtpu. From pickle.dumps "
+              "or torch.save(..., _use_new_zipfile_serialization=False): those do not "
+              "support tpu tensors; use torch.save's default format, or pickle t.cpu(). "
+              "From torch.from_dlpack or from_blob of another library's pointer: tpu "
+              "tensors are shared through .cpu() or .to()");
   return static_cast<tpu_slot_t*>(ctx);
 }
 

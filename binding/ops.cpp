@@ -74,10 +74,12 @@ struct Args {
   }
 };
 
-[[noreturn]] void mixed_devices(const at::Tensor& t) {
+// `tpu`: the device of the op's tpu tensors (-1: not seen yet, the current one).
+[[noreturn]] void mixed_devices(const at::Tensor& t, c10::DeviceIndex tpu) {
+  c10::Device d(c10::DeviceType::PrivateUse1, tpu >= 0 ? tpu : current_device());
   TORCH_CHECK(false,
               "Expected all tensors to be on the same device, but found at least "
-              "two devices, tpu:0 and ", t.device(), "!");
+              "two devices, ", d, " and ", t.device(), "!");
 }
 
 // A kernel here asked to write a tensor of another device: PyTorch chose tpu
@@ -90,7 +92,9 @@ struct Args {
       TORCH_CHECK(false, "Expected a '", c10::DeviceTypeName(t.device().type(), true),
                   "' device type for generator but found '",
                   c10::DeviceTypeName(c10::DeviceType::PrivateUse1, true), "'");
-  mixed_devices(t);
+  for (const c10::IValue& v : args)
+    if (v.isTensor() && v.toTensor().is_privateuseone()) mixed_devices(t, v.toTensor().device().index());
+  mixed_devices(t, -1);
 }
 
 tpu_arg_t tensor_arg(Args& a, const at::Tensor& t) {
@@ -109,7 +113,7 @@ tpu_arg_t tensor_arg(Args& a, const at::Tensor& t) {
     if (!wrapped) r.scalar.dtype = to_tpu(t.scalar_type());
     return r;
   }
-  mixed_devices(t);
+  mixed_devices(t, a.device);
 }
 
 c10::TypePtr unwrap_optional(c10::TypePtr t) {
@@ -166,7 +170,7 @@ tpu_arg_t convert(Args& a, const c10::Argument& arg, const c10::IValue& v) {
         // A CPU scalar in a list (an optimizer's tensor learning rate in
         // _foreach_mul) is what the element's op would take; it joins the
         // device's work as a 0-dim tensor, promoting as one.
-        if (t.dim() != 0 || !t.is_cpu() || device < 0) mixed_devices(t);
+        if (t.dim() != 0 || !t.is_cpu() || device < 0) mixed_devices(t, device);
         a.resolved.push_back(t.to(c10::Device(c10::DeviceType::PrivateUse1, device)));
         t = a.resolved.back();
       }
@@ -199,7 +203,7 @@ tpu_arg_t convert(Args& a, const c10::Argument& arg, const c10::IValue& v) {
       }
       TORCH_CHECK(e.isTensor(), "unsupported list element in argument ", arg.name());
       at::Tensor t = e.toTensor();
-      if (!t.is_privateuseone()) mixed_devices(t);
+      if (!t.is_privateuseone()) mixed_devices(t, a.device);
       a.view_lists.back().push_back(a.view(t));
     }
     r.kind = TPU_ARG_TENSORS;
@@ -441,11 +445,13 @@ tpu_status_t prepare(void* user, int count, const tpu_result_type_t* types,
         }
         c10::IntArrayRef sizes(types[k].sizes, static_cast<size_t>(types[k].rank));
         call->results.push_back(new_tensor(sizes, to_torch(types[k].dtype), call->device));
+        // A meta kernel's layout comes first (glu: elementwise, but not
+        // shaped as its input).
         std::vector<int64_t> strides;
-        if (call->iterator)
+        if (static_cast<size_t>(k) < call->layout.size()) strides = call->layout[k];
+        else if (call->iterator)
           strides = iterator_strides(sizes, to_torch(types[k].dtype), call->inputs,
                                      call->conditions);
-        else if (static_cast<size_t>(k) < call->layout.size()) strides = call->layout[k];
         if (strides.size() == sizes.size() && !strides.empty())
           call->results.back().unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
         targets[k] = view_of(call->results.back());

@@ -7,6 +7,8 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/pixel_shuffle_native.h>
+#include <ATen/ops/pixel_unshuffle_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real.h>
@@ -52,6 +54,7 @@ at::Tensor empty_memory_format(c10::SymIntArrayRef size, std::optional<at::Scala
   c10::DeviceIndex idx = device && device->has_index() ? device->index() : current_device();
   c10::ScalarType t = dtype.value_or(c10::get_default_dtype_as_scalartype());
   to_tpu(t);  // rejects unsupported dtypes early
+  at::detail::check_size_nonnegative(size);
   at::Tensor r = new_tensor(C10_AS_INTARRAYREF_SLOW(size), t, idx);
   if (memory_format && *memory_format != at::MemoryFormat::Contiguous)
     r.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
@@ -64,6 +67,7 @@ at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
   c10::DeviceIndex idx = device && device->has_index() ? device->index() : current_device();
   c10::ScalarType t = dtype.value_or(c10::get_default_dtype_as_scalartype());
   to_tpu(t);
+  at::detail::check_size_nonnegative(size);
   auto sizes = C10_AS_INTARRAYREF_SLOW(size);
   auto strides = C10_AS_INTARRAYREF_SLOW(stride);
   size_t nbytes = at::detail::computeStorageNbytes(sizes, strides, c10::elementSize(t));
@@ -239,10 +243,25 @@ at::Tensor efficient_zero_tensor(c10::SymIntArrayRef size, std::optional<c10::Sc
                                    std::nullopt);
 }
 
+// pixel_shuffle / pixel_unshuffle: PyTorch's math kernels return a
+// row-major result, where CPU's kernels, and the meta kernels that
+// torch.compile traces with, keep a channels-last input's layout (a
+// compiled graph's view of the result would not fit).
+at::Tensor pixel_shuffle(const at::Tensor& self, int64_t upscale_factor) {
+  return at::native::math_pixel_shuffle(self, upscale_factor)
+      .contiguous(self.suggest_memory_format());
+}
+at::Tensor pixel_unshuffle(const at::Tensor& self, int64_t downscale_factor) {
+  return at::native::math_pixel_unshuffle(self, downscale_factor)
+      .contiguous(self.suggest_memory_format());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_efficientzerotensor", TORCH_FN(efficient_zero_tensor));
+  m.impl("pixel_shuffle", TORCH_FN(pixel_shuffle));
+  m.impl("pixel_unshuffle", TORCH_FN(pixel_unshuffle));
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));

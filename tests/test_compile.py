@@ -207,6 +207,37 @@ def test_results_have_the_strides_the_trace_was_promised():
     assert not mismatches
 
 
+# Ops whose results on a transposed or channels-last input were row-major on
+# tpu, where CPU and the meta kernels keep the input's layout: a compiled
+# reshape of the result (traced as a view) raised, and so did an eager .view().
+LAYOUT_KEEPING_OPS = {
+    "flip": lambda x: x.flip(0),
+    "rot90": lambda x: x.rot90(),
+    "sort": lambda x: torch.sort(x, 0)[0],
+    "argsort": lambda x: x.argsort(0),
+    "glu": lambda x: torch.nn.functional.glu(x, 0),
+    "mse_loss": lambda x: torch.nn.functional.mse_loss(x, x * 2, reduction="none"),
+    "huber_loss": lambda x: torch.nn.functional.huber_loss(x, x * 2, reduction="none"),
+    "index_fill": lambda x: x.index_fill(1, torch.tensor([0], device=x.device), 1.0),
+    "hflip_image": lambda x: x.flip(3),
+    "pixel_unshuffle": lambda x: torch.nn.functional.pixel_unshuffle(x, 2),
+    "pixel_shuffle": lambda x: torch.nn.functional.pixel_shuffle(x, 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUT_KEEPING_OPS))
+def test_results_of_a_non_contiguous_input_keep_its_layout(name):
+    op = LAYOUT_KEEPING_OPS[name]
+    image = name in ("hflip_image", "pixel_unshuffle", "pixel_shuffle")
+    x = (torch.randn(2, 8, 4, 4).contiguous(memory_format=torch.channels_last) if image
+         else torch.randn(4, 6).t())
+    flatten = lambda x: op(x).permute(0, 2, 3, 1).reshape(2, -1) if image else op(x).t().reshape(-1)
+    expected = flatten(x)
+    assert op(x.tpu()).stride() == op(x).stride()
+    torch._dynamo.reset()
+    assert torch.equal(torch.compile(flatten, backend="tpu")(x.tpu()).cpu(), expected)
+
+
 def test_inference_and_a_new_batch_size():
     net = models.MLP().tpu().eval()
     run = torch.compile(net, backend="tpu")

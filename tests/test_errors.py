@@ -28,6 +28,27 @@ def test_shape_mismatch():
     still_works()
 
 
+@pytest.mark.parametrize("op", [torch.add, torch.mul, torch.maximum])
+def test_a_broadcast_mismatch_names_the_dimension_pytorch_names(op):
+    # PyTorch compares sizes from the last dimension and reports the first
+    # mismatch it meets there.
+    err, cpu = check_error(op, torch.ones(2, 3), torch.ones(3, 2))
+    assert str(cpu) in str(err)
+    assert "dimension 1" in str(err)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.empty(-1, device="tpu"),
+    lambda: torch.ones(2, -3, device="tpu"),
+    lambda: torch.randn(-1, device="tpu"),
+    lambda: torch.empty_strided((-1,), (1,), device="tpu"),
+])
+def test_a_negative_size_is_refused_with_pytorchs_message(make):
+    with pytest.raises(RuntimeError, match="Trying to create tensor with negative dimension"):
+        make()
+    still_works()
+
+
 def test_matmul_errors():
     check_error(torch.mm, torch.ones(2, 3), torch.ones(2, 3))
     err, _ = check_error(torch.mm, torch.ones(2, 3), torch.ones(3, 2, dtype=torch.float64))
@@ -53,6 +74,15 @@ def test_mixed_devices():
 def test_mixed_tpu_devices():
     with pytest.raises(RuntimeError, match="same device"):
         torch.ones(3, device="tpu:0") + torch.ones(3, device="tpu:1")
+    still_works()
+
+
+@two_devices
+def test_a_mixed_device_error_names_the_tpu_device_of_the_op():
+    with pytest.raises(RuntimeError, match="two devices, tpu:1 and cpu!"):
+        torch.ones(3, device="tpu:1") + torch.ones(3)
+    with pytest.raises(RuntimeError, match="two devices, tpu:1 and cpu!"):
+        torch.ones(3, device="tpu:1").add_(torch.ones(3))
     still_works()
 
 
@@ -88,6 +118,24 @@ def test_missing_plugin():
     out = run_python(code, TORCHTPU_PLUGIN="/nonexistent/plugin.so")
     assert "available False" in out.stdout, out.stderr
     assert "PJRT plugin not found: /nonexistent/plugin.so" in out.stdout
+
+
+@pytest.mark.parametrize("kind,package", [("tpu", "libtpu"), ("cuda", "jax-cuda13-pjrt")])
+def test_a_missing_plugin_of_a_kind_names_the_package_that_brings_it(kind, package, tmp_path):
+    code = ("import torch, torchtpu\n"
+            "try:\n"
+            "    torch.ones(1, device='tpu')\n"
+            "except RuntimeError as e:\n"
+            "    print('error:', e)\n")
+    out = run_python(code, TORCHTPU_PLUGIN=kind, TORCHTPU_PLUGIN_PATH=str(tmp_path))
+    assert f"no '{kind}' PJRT plugin found" in out.stdout, out.stderr
+    assert f"install {package}," in out.stdout
+
+
+def test_an_empty_plugin_path_counts_as_unset():
+    out = run_python("import torch, torchtpu; print((torch.ones(2, device='tpu') * 3).tolist())",
+                     TORCHTPU_PLUGIN_PATH="")
+    assert out.stdout.strip() == "[3.0, 3.0]", out.stderr
 
 
 def test_a_flag_the_plugin_does_not_know_raises_instead_of_ending_the_process():

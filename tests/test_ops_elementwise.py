@@ -704,3 +704,31 @@ def test_copysign_of_bfloat16_takes_the_sign_of_an_integer():
     x = torch.tensor([3.0, -2.0, 5.0, -1.0], dtype=torch.bfloat16)
     for dtype in (torch.int8, torch.int32, torch.int64):
         check(torch.copysign, x, torch.tensor([3, -2, -5, 1], dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_log2_and_log10_of_zero_and_infinity_keep_a_zero_angle(dtype):
+    # A complex divisor log(2) made the imaginary part of -inf / log(2) NaN.
+    z = torch.tensor([0j, complex(math.inf, 0), complex(math.inf, 1), -1 + 0j, 1j], dtype=dtype)
+    for op in (torch.log2, torch.log10):
+        expected, actual = op(z), op(z.tpu()).cpu()
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+        assert not actual.imag.isnan().any()
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_zero_to_a_power_of_positive_real_part_is_zero(dtype):
+    # XLA's complex pow is exp(w log z): NaN at z = 0, where CPU gives 0.
+    z = torch.tensor([0j, 0j, 0j, 2 + 1j], dtype=dtype)
+    w = torch.tensor([1 + 1j, 2.0, 0.5 - 3j, 1 + 1j], dtype=dtype)
+    check(torch.pow, z, w, atol=1e-6, rtol=1e-6)
+    check(lambda z: z ** (1 + 1j), z, atol=1e-6, rtol=1e-6)
+
+
+def test_a_bool_tensor_takes_the_powers_zero_and_one_as_cpu_does():
+    # CPU answers x ** 0 and x ** 1 before it looks at the dtype; a bool
+    # power of a bool tensor raises there and here otherwise.
+    b = torch.tensor([True, False, True])
+    for e in (True, False, 1, 0, 2):
+        check(lambda b: b ** e, b)
+    check_error(torch.pow, b, b)

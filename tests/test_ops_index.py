@@ -798,6 +798,24 @@ def test_bucketize_searchsorted():
     check_error(lambda s, x: torch.searchsorted(s, x, side="left", right=True), b, v)
 
 
+@pytest.mark.parametrize("n", [1, 2, 7, 64, 1000])
+def test_searchsorted_follows_cpus_binary_search(n):
+    # A sort puts NaNs last; CPU's binary search then gives answers that no
+    # count of smaller boundaries gives (0.5 before [1, 2, nan] is 0, not 1).
+    g = torch.Generator().manual_seed(n)
+    b = torch.sort(torch.randn(n, generator=g))[0]
+    b[n - max(1, n // 5):] = math.nan
+    v = torch.cat([torch.randn(50, generator=g) * 2, torch.tensor([math.nan, -math.inf, math.inf])])
+    order = torch.randperm(n, generator=g)
+    unsorted = torch.empty_like(b).scatter_(0, order, b)  # b == unsorted[order]
+    for right in (False, True):
+        check(lambda s, x: torch.searchsorted(s, x, right=right), b, v)
+        check(lambda x, s: torch.bucketize(x, s, right=right), v, b)
+        check(lambda s, x, o: torch.searchsorted(s, x, right=right, sorter=o), unsorted, v, order)
+        rows = torch.stack([b, b.flip(0)])  # a batch of sequences, one not sorted at all
+        check(lambda s, x: torch.searchsorted(s, x, right=right), rows, torch.stack([v, v]))
+
+
 def test_histc():
     x = torch.tensor([0.0, 1.0, 2.0, 2.0, 3.0, 5.0, math.nan, -1.0])
     check(lambda a: torch.histc(a, bins=4, min=0, max=3), x)

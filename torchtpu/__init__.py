@@ -26,7 +26,9 @@ def _plugin_search_path():
     return os.pathsep.join(dict.fromkeys(dirs))
 
 
-os.environ.setdefault("TORCHTPU_PLUGIN_PATH", _plugin_search_path())
+# Empty counts as unset, as for torchtpu's other variables.
+if not os.environ.get("TORCHTPU_PLUGIN_PATH"):
+    os.environ["TORCHTPU_PLUGIN_PATH"] = _plugin_search_path()
 
 from torchtpu import _C  # noqa: E402
 from torchtpu import _device, _ops, _shutdown  # noqa: E402

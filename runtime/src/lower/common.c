@@ -8,7 +8,7 @@
 tpu_status_t tpu_broadcast_shapes(const int64_t* a, int ra, const int64_t* b,
                                   int rb, int64_t* out, int* out_rank) {
   int r = ra > rb ? ra : rb;
-  for (int i = 0; i < r; ++i) {
+  for (int i = r - 1; i >= 0; --i) {  // from the last dim, as PyTorch reports a mismatch
     int ia = ra - r + i, ib = rb - r + i;
     int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
     if (da != db && da != 1 && db != 1)

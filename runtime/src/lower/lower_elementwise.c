@@ -456,9 +456,17 @@ tpu_val_t tpu_ew_int_pow(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
 }
 
 static tpu_val_t pow_fn(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
-  if (tpu_graph_ok(cx->g) && tpu_dtype_is_integral(tpu_ir_dtype(cx->g, a), false))
+  tpu_graph_t* g = cx->g;
+  if (tpu_graph_ok(g) && tpu_dtype_is_integral(tpu_ir_dtype(g, a), false))
     return tpu_ew_int_pow(cx, a, b);
-  return tpu_ir_binary(cx->g, TPU_IR_POW, a, b);
+  tpu_val_t p = tpu_ir_binary(g, TPU_IR_POW, a, b);
+  if (!tpu_graph_ok(g) || !tpu_dtype_is_complex(tpu_ir_dtype(g, a))) return p;
+  // XLA's complex pow is exp(b log a), NaN at a = 0, where CPU gives 0
+  // for an exponent of positive real part (the limit).
+  tpu_val_t zero = tpu_lower_const_like(cx, a, 0), re = tpu_ir_unary(g, TPU_IR_REAL, b);
+  tpu_val_t vanishes = tpu_ir_binary(g, TPU_IR_AND, tpu_ir_compare(g, TPU_CMP_EQ, a, zero),
+                                     tpu_ew_cmp_k(cx, TPU_CMP_GT, re, 0));
+  return tpu_ir_select(g, vanishes, zero, p);
 }
 
 // pow(x, e) for a Python number e, following CPU's pow_tensor_scalar
@@ -490,10 +498,17 @@ static bool pow_special(tpu_lower_ctx_t* cx, tpu_dtype_t t, double v) {
 tpu_status_t tpu_lower_pow(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t;
   TPU_RETURN_IF_ERROR(promote2(cx, &t));
-  if (t == TPU_BOOL) return tpu_not_implemented(cx->row->name, t);
   const tpu_arg_t* e = tpu_arg(cx, 1);
   bool scalar_exp = e->kind == TPU_ARG_SCALAR && e->scalar.tier == TPU_TIER_WRAPPED &&
                     tpu_arg_is_tensor(cx, 0);
+  // CPU answers x ** 0 and x ** 1 before it looks at the dtype, so a bool
+  // tensor takes those two (a fill of ones, a copy) and no other power.
+  if (t == TPU_BOOL && scalar_exp && (tpu_arg_number(cx, 1, 0) == 0 || tpu_arg_number(cx, 1, 0) == 1)) {
+    tpu_val_t x = tpu_lower_input(cx, 0, t);
+    tpu_lower_out(cx, 0, tpu_arg_number(cx, 1, 0) == 0 ? tpu_lower_const_like(cx, x, 1) : x);
+    return TPU_OK;
+  }
+  if (t == TPU_BOOL) return tpu_not_implemented(cx->row->name, t);
   if (scalar_exp && tpu_dtype_is_integral(tpu_arg_value_dtype(cx, 0), true) &&
       tpu_dtype_is_integral(e->scalar.dtype, true) && tpu_arg_number(cx, 1, 0) < 0)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,

@@ -186,29 +186,57 @@ tpu_status_t tpu_lower_kthvalue(tpu_lower_ctx_t* cx) {
 
 //===--- bucketize / searchsorted ---===//
 
-// The insertion points of values in sorted sequences, counted instead of
-// searched: position = #{b : !(b >= v)} (left) or #{b : !(b > v)} (right),
-// which is CPU's binary search on a sorted sequence (a NaN value goes past
-// the end) and needs no sort order at all, so a sorter changes nothing.
-// `seq` has rank sr (1: shared by every value; else its leading dims match
-// the values'), the values `vals` shape vd/vr.
-static tpu_val_t insertion_points(tpu_lower_ctx_t* cx, tpu_val_t seq, int sr, tpu_val_t vals,
-                                  const int64_t* vd, int vr, bool right, tpu_dtype_t out) {
+// The insertion points of values in sequences by CPU's binary search
+// (cus_lower_bound / cus_upper_bound): lo moves past mid while
+// !(seq[mid] >= v) (left) or !(seq[mid] > v) (right). It runs its
+// bit_length(n) halvings for every value at once, each a gather of one
+// boundary per value, so a sequence with NaNs (torch.sort puts them last)
+// gives CPU's answer, and memory grows with the values, not values times
+// boundaries. `seq` has rank sr (1: shared by every value; else its
+// leading dims match the values'); `sorter` (TPU_VAL_NONE: none) orders
+// each row; the values `vals` have shape vd/vr.
+static tpu_val_t insertion_points(tpu_lower_ctx_t* cx, tpu_val_t seq, int sr, tpu_val_t sorter,
+                                  tpu_val_t vals, const int64_t* vd, int vr, bool right,
+                                  tpu_dtype_t out) {
   tpu_graph_t* g = cx->g;
   if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
   const int64_t* sd = tpu_ir_dims(g, seq);
-  int64_t m = sd[sr - 1], cd[TPU_MAX_RANK], bs[TPU_MAX_RANK], bv[TPU_MAX_RANK];
-  int cr = vr + 1;  // [values..., m]
-  for (int i = 0; i < vr; ++i) cd[i] = vd[i], bv[i] = i;
-  cd[vr] = m;
-  for (int i = 0; i < sr; ++i) bs[i] = sr == 1 ? vr : i == sr - 1 ? vr : i;
-  tpu_val_t b = tpu_ir_broadcast(g, seq, cd, cr, bs);
-  tpu_val_t v = tpu_ir_broadcast(g, vals, cd, cr, bv);
-  tpu_val_t past = tpu_ir_unary(g, TPU_IR_NOT, tpu_ir_compare(g, right ? TPU_CMP_GT : TPU_CMP_GE,
-                                                              b, v));
-  int64_t last = vr;
-  return tpu_ir_reduce(g, tpu_ir_convert(g, past, out), tpu_ir_const(g, out, 0, NULL, 0), &last, 1,
-                       TPU_BODY_ADD);
+  int64_t n = sd[sr - 1], total = tpu_numel(sd, sr), count = tpu_numel(vd, vr);
+  tpu_val_t lo = tpu_ir_const_i(g, TPU_I64, 0, &count, 1);
+  if (n == 0 || count == 0) return tpu_ir_convert(g, tpu_ir_reshape(g, lo, vd, vr), out);
+  tpu_val_t flat = tpu_ir_reshape(g, seq, &total, 1);
+  if (sorter != TPU_VAL_NONE) {  // each row in its sorted order
+    tpu_val_t row = tpu_ir_binary(g, TPU_IR_MUL,
+                                  tpu_ir_binary(g, TPU_IR_DIV, tpu_ir_iota(g, TPU_I64, &total, 1, 0),
+                                                tpu_ir_const_i(g, TPU_I64, n, &total, 1)),
+                                  tpu_ir_const_i(g, TPU_I64, n, &total, 1));
+    flat = tpu_gather_flat(g, flat, tpu_ir_binary(g, TPU_IR_ADD, row,
+                                                  tpu_ir_reshape(g, sorter, &total, 1)), 1);
+  }
+  int64_t per_row = sr == 1 ? count : vd[vr - 1];
+  tpu_val_t base = tpu_ir_binary(g, TPU_IR_MUL,
+                                 tpu_ir_binary(g, TPU_IR_DIV, tpu_ir_iota(g, TPU_I64, &count, 1, 0),
+                                               tpu_ir_const_i(g, TPU_I64, per_row, &count, 1)),
+                                 tpu_ir_const_i(g, TPU_I64, n, &count, 1));
+  tpu_val_t v = tpu_ir_reshape(g, vals, &count, 1);
+  tpu_val_t hi = tpu_ir_const_i(g, TPU_I64, n, &count, 1);
+  tpu_val_t one = tpu_ir_const_i(g, TPU_I64, 1, &count, 1);
+  tpu_val_t last = tpu_ir_const_i(g, TPU_I64, n - 1, &count, 1);
+  for (int64_t k = n; k > 0; k >>= 1) {
+    tpu_val_t active = tpu_ir_compare(g, TPU_CMP_LT, lo, hi);
+    tpu_val_t mid = tpu_ir_binary(g, TPU_IR_ADD, lo,
+                                  tpu_ir_binary(g, TPU_IR_SHR_A, tpu_ir_binary(g, TPU_IR_SUB, hi, lo),
+                                                one));
+    tpu_val_t at = tpu_gather_flat(
+        g, flat, tpu_ir_binary(g, TPU_IR_ADD, base, tpu_ir_binary(g, TPU_IR_MIN, mid, last)), 1);
+    tpu_val_t past = tpu_ir_unary(g, TPU_IR_NOT,
+                                  tpu_ir_compare(g, right ? TPU_CMP_GT : TPU_CMP_GE, at, v));
+    lo = tpu_ir_select(g, tpu_ir_binary(g, TPU_IR_AND, active, past),
+                       tpu_ir_binary(g, TPU_IR_ADD, mid, one), lo);
+    hi = tpu_ir_select(g, tpu_ir_binary(g, TPU_IR_AND, active, tpu_ir_unary(g, TPU_IR_NOT, past)),
+                       mid, hi);
+  }
+  return tpu_ir_convert(g, tpu_ir_reshape(g, lo, vd, vr), out);
 }
 
 // repeat_interleave.Tensor(repeats, output_size) with the output size known
@@ -234,7 +262,7 @@ tpu_status_t tpu_lower_repeat_interleave(tpu_lower_ctx_t* cx) {
                    TPU_CODE_INVALID_ARGUMENT, "allocated size does not match required size");
   tpu_val_t ends = tpu_lower_scan(cx, r, 0, TPU_IR_ADD, 0);
   tpu_val_t i = tpu_ir_iota(g, TPU_I64, &m, 1, 0);
-  tpu_lower_out(cx, 0, n ? insertion_points(cx, ends, 1, i, &m, 1, true, t)
+  tpu_lower_out(cx, 0, n ? insertion_points(cx, ends, 1, TPU_VAL_NONE, i, &m, 1, true, t)
                          : tpu_ir_const_i(g, t, 0, &m, 1));
   return TPU_OK;
 }
@@ -274,7 +302,7 @@ tpu_status_t tpu_lower_bucketize(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t = tpu_lower_result_type(cx, args, 2);
   tpu_dtype_t out = tpu_arg_bool(cx, 2, false) ? TPU_I32 : TPU_I64;
   tpu_val_t seq = tpu_lower_input(cx, 1, t), vals = tpu_lower_input(cx, 0, t);
-  tpu_lower_out(cx, 0, insertion_points(cx, seq, 1, vals, tpu_arg_sizes(cx, 0),
+  tpu_lower_out(cx, 0, insertion_points(cx, seq, 1, TPU_VAL_NONE, vals, tpu_arg_sizes(cx, 0),
                                         tpu_arg_rank(cx, 0), tpu_arg_bool(cx, 3, false), out));
   return TPU_OK;
 }
@@ -309,14 +337,15 @@ tpu_status_t tpu_lower_searchsorted(tpu_lower_ctx_t* cx) {
                          "of left while right was True");
     right = side_right;
   }
-  if (tpu_arg_is_tensor(cx, 5)) {  // a sorter: only its validity matters to a count
+  tpu_val_t sorter = TPU_VAL_NONE;
+  if (tpu_arg_is_tensor(cx, 5)) {
     if (tpu_arg_value_dtype(cx, 5) != TPU_I64)
       return tpu_invalid("torch.searchsorted(): sorter must be a tensor of long dtype but got %s",
                          tpu_dtype_torch_name(tpu_arg_value_dtype(cx, 5)));
     bool same = tpu_arg_rank(cx, 5) == sr;
     for (int i = 0; same && i < sr; ++i) same = tpu_arg_sizes(cx, 5)[i] == sd[i];
     if (!same) return tpu_invalid("torch.searchsorted(): boundary and sorter must have the same size");
-    tpu_val_t s = tpu_lower_tensor(cx, 5);
+    tpu_val_t s = sorter = tpu_lower_tensor(cx, 5);
     int64_t all[TPU_MAX_RANK];
     for (int i = 0; i < sr; ++i) all[i] = i;
     tpu_val_t bad = tpu_ir_binary(g, TPU_IR_OR, tpu_ir_compare(g, TPU_CMP_LT, s, tpu_lower_const_like(cx, s, 0)),
@@ -329,7 +358,7 @@ tpu_status_t tpu_lower_searchsorted(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t = tpu_lower_result_type(cx, args, 2);
   tpu_dtype_t out = tpu_arg_bool(cx, 2, false) ? TPU_I32 : TPU_I64;
   tpu_val_t seq = tpu_lower_input(cx, 0, t), vals = tpu_lower_input(cx, 1, t);
-  tpu_lower_out(cx, 0, insertion_points(cx, seq, sr, vals, vd, vr, right, out));
+  tpu_lower_out(cx, 0, insertion_points(cx, seq, sr, sorter, vals, vd, vr, right, out));
   return TPU_OK;
 }
 

@@ -40,6 +40,19 @@ static tpu_val_t exp2_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
 }
 TPU_EW_UNARY(exp2, FLOAT)
 
+// log(x) / ln_base. A complex x's parts are divided apart: a complex
+// divisor would make an infinite real part's 0 * inf a NaN (log2(0j) is
+// -inf + 0j on CPU).
+static tpu_val_t log_over(tpu_lower_ctx_t* cx, tpu_val_t x, double ln_base) {
+  tpu_graph_t* g = cx->g;
+  tpu_val_t l = tpu_ir_unary(g, TPU_IR_LOG, x);
+  if (!tpu_graph_ok(g) || !tpu_dtype_is_complex(tpu_ir_dtype(g, l)))
+    return tpu_ew_div(g, l, tpu_lower_const_like(cx, l, ln_base));
+  tpu_val_t re = tpu_ir_unary(g, TPU_IR_REAL, l), im = tpu_ir_unary(g, TPU_IR_IMAG, l);
+  tpu_val_t k = tpu_lower_const_like(cx, re, ln_base);
+  return tpu_ir_binary(g, TPU_IR_COMPLEX, tpu_ew_div(g, re, k), tpu_ew_div(g, im, k));
+}
+
 // log2: exponent + log2(mantissa) for normal numbers, so that powers of two
 // give exact integers as CPU's log2 does (log(x) / log(2) is off by an ulp
 // for some); zeros, infinities, NaN and negatives take log(x) / log(2).
@@ -47,8 +60,7 @@ static tpu_val_t log2_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   tpu_graph_t* g = cx->g;
   if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
   tpu_dtype_t ft = tpu_ir_dtype(g, x);
-  tpu_val_t ln2 = tpu_lower_const_like(cx, x, M_LN2);
-  tpu_val_t plain = tpu_ew_div(g, tpu_ir_unary(g, TPU_IR_LOG, x), ln2);
+  tpu_val_t plain = log_over(cx, x, M_LN2);
   if (ft != TPU_F32 && ft != TPU_F64) return plain;
   bool wide = ft == TPU_F64;
   tpu_dtype_t it = wide ? TPU_I64 : TPU_I32;
@@ -68,7 +80,8 @@ static tpu_val_t log2_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
   m = tpu_ir_select(g, big, tpu_ew_mul(g, m, tpu_lower_const_like(cx, m, 0.5)), m);
   e = tpu_ir_select(g, big, tpu_ew_add(g, e, tpu_lower_const_like(cx, e, 1)), e);
   tpu_val_t r = tpu_ew_add(g, tpu_ir_convert(g, e, ft),
-                           tpu_ew_div(g, tpu_ir_unary(g, TPU_IR_LOG, m), ln2));
+                           tpu_ew_div(g, tpu_ir_unary(g, TPU_IR_LOG, m),
+                                      tpu_lower_const_like(cx, m, M_LN2)));
   tpu_val_t normal = tpu_ir_binary(g, TPU_IR_AND,
                                    tpu_ew_cmp_k(cx, TPU_CMP_GE, x, wide ? DBL_MIN : FLT_MIN),
                                    tpu_ew_cmp_k(cx, TPU_CMP_LT, x, INFINITY));
@@ -77,8 +90,7 @@ static tpu_val_t log2_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
 TPU_EW_UNARY(log2, FLOAT)
 
 static tpu_val_t log10_fn(tpu_lower_ctx_t* cx, tpu_val_t x) {
-  tpu_graph_t* g = cx->g;
-  return tpu_ew_div(g, tpu_ir_unary(g, TPU_IR_LOG, x), tpu_lower_const_like(cx, x, M_LN10));
+  return log_over(cx, x, M_LN10);
 }
 TPU_EW_UNARY(log10, FLOAT)
 

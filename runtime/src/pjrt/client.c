@@ -263,13 +263,17 @@ static tpu_status_t resolve_plugin(const char* spec, char* out, size_t size) {
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "TORCHTPU_PLUGIN=%s: expected cpu, cuda, tpu, auto "
                            "or a path to a PJRT plugin", spec);
+  // docs/install.md: the package that brings each kind of plugin.
+  const char* package = !strcmp(spec, "tpu")    ? "libtpu"
+                        : !strcmp(spec, "cuda") ? "jax-cuda13-pjrt"
+                                                : "xla-cpu-pjrt";
   if (!ok)
     return tpu_status_make(TPU_CODE_NOT_FOUND,
                            "no '%s' PJRT plugin found under TORCHTPU_PLUGIN_PATH"
-                           "=%s (install xla-cpu-pjrt, or set TORCHTPU_PLUGIN "
+                           "=%s (install %s, or set TORCHTPU_PLUGIN "
                            "to a plugin path)",
                            spec, getenv("TORCHTPU_PLUGIN_PATH")
-                                     ? getenv("TORCHTPU_PLUGIN_PATH") : "");
+                                     ? getenv("TORCHTPU_PLUGIN_PATH") : "", package);
   return TPU_OK;
 }
 
