@@ -501,14 +501,15 @@ tpu_status_t tpu_lower_pow(tpu_lower_ctx_t* cx) {
   const tpu_arg_t* e = tpu_arg(cx, 1);
   bool scalar_exp = e->kind == TPU_ARG_SCALAR && e->scalar.tier == TPU_TIER_WRAPPED &&
                     tpu_arg_is_tensor(cx, 0);
-  // CPU answers x ** 0 and x ** 1 before it looks at the dtype, so a bool
-  // tensor takes those two (a fill of ones, a copy) and no other power.
-  if (t == TPU_BOOL && scalar_exp && (tpu_arg_number(cx, 1, 0) == 0 || tpu_arg_number(cx, 1, 0) == 1)) {
+  if (t == TPU_BOOL) {
+    // CPU answers x ** 0 and x ** 1 before it looks at the dtype, so a
+    // bool tensor takes those two (a fill of ones, a copy) and no other power.
+    double v = scalar_exp ? tpu_arg_number(cx, 1, 0) : -1;
+    if (v != 0 && v != 1) return tpu_not_implemented(cx->row->name, t);
     tpu_val_t x = tpu_lower_input(cx, 0, t);
-    tpu_lower_out(cx, 0, tpu_arg_number(cx, 1, 0) == 0 ? tpu_lower_const_like(cx, x, 1) : x);
+    tpu_lower_out(cx, 0, v == 0 ? tpu_lower_const_like(cx, x, 1) : x);
     return TPU_OK;
   }
-  if (t == TPU_BOOL) return tpu_not_implemented(cx->row->name, t);
   if (scalar_exp && tpu_dtype_is_integral(tpu_arg_value_dtype(cx, 0), true) &&
       tpu_dtype_is_integral(e->scalar.dtype, true) && tpu_arg_number(cx, 1, 0) < 0)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,

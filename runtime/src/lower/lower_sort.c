@@ -186,6 +186,14 @@ tpu_status_t tpu_lower_kthvalue(tpu_lower_ctx_t* cx) {
 
 //===--- bucketize / searchsorted ---===//
 
+// (i / per_row) * n for i < count: where the row of n elements that
+// element i (of rows of per_row) searches starts in a flat sequence.
+static tpu_val_t row_starts(tpu_graph_t* g, int64_t count, int64_t per_row, int64_t n) {
+  tpu_val_t row = tpu_ir_binary(g, TPU_IR_DIV, tpu_ir_iota(g, TPU_I64, &count, 1, 0),
+                                tpu_ir_const_i(g, TPU_I64, per_row, &count, 1));
+  return tpu_ir_binary(g, TPU_IR_MUL, row, tpu_ir_const_i(g, TPU_I64, n, &count, 1));
+}
+
 // The insertion points of values in sequences by CPU's binary search
 // (cus_lower_bound / cus_upper_bound): lo moves past mid while
 // !(seq[mid] >= v) (left) or !(seq[mid] > v) (right). It runs its
@@ -205,19 +213,10 @@ static tpu_val_t insertion_points(tpu_lower_ctx_t* cx, tpu_val_t seq, int sr, tp
   tpu_val_t lo = tpu_ir_const_i(g, TPU_I64, 0, &count, 1);
   if (n == 0 || count == 0) return tpu_ir_convert(g, tpu_ir_reshape(g, lo, vd, vr), out);
   tpu_val_t flat = tpu_ir_reshape(g, seq, &total, 1);
-  if (sorter != TPU_VAL_NONE) {  // each row in its sorted order
-    tpu_val_t row = tpu_ir_binary(g, TPU_IR_MUL,
-                                  tpu_ir_binary(g, TPU_IR_DIV, tpu_ir_iota(g, TPU_I64, &total, 1, 0),
-                                                tpu_ir_const_i(g, TPU_I64, n, &total, 1)),
-                                  tpu_ir_const_i(g, TPU_I64, n, &total, 1));
-    flat = tpu_gather_flat(g, flat, tpu_ir_binary(g, TPU_IR_ADD, row,
+  if (sorter != TPU_VAL_NONE)  // each row in its sorted order
+    flat = tpu_gather_flat(g, flat, tpu_ir_binary(g, TPU_IR_ADD, row_starts(g, total, n, n),
                                                   tpu_ir_reshape(g, sorter, &total, 1)), 1);
-  }
-  int64_t per_row = sr == 1 ? count : vd[vr - 1];
-  tpu_val_t base = tpu_ir_binary(g, TPU_IR_MUL,
-                                 tpu_ir_binary(g, TPU_IR_DIV, tpu_ir_iota(g, TPU_I64, &count, 1, 0),
-                                               tpu_ir_const_i(g, TPU_I64, per_row, &count, 1)),
-                                 tpu_ir_const_i(g, TPU_I64, n, &count, 1));
+  tpu_val_t base = row_starts(g, count, sr == 1 ? count : vd[vr - 1], n);
   tpu_val_t v = tpu_ir_reshape(g, vals, &count, 1);
   tpu_val_t hi = tpu_ir_const_i(g, TPU_I64, n, &count, 1);
   tpu_val_t one = tpu_ir_const_i(g, TPU_I64, 1, &count, 1);
@@ -345,11 +344,12 @@ tpu_status_t tpu_lower_searchsorted(tpu_lower_ctx_t* cx) {
     bool same = tpu_arg_rank(cx, 5) == sr;
     for (int i = 0; same && i < sr; ++i) same = tpu_arg_sizes(cx, 5)[i] == sd[i];
     if (!same) return tpu_invalid("torch.searchsorted(): boundary and sorter must have the same size");
-    tpu_val_t s = sorter = tpu_lower_tensor(cx, 5);
+    sorter = tpu_lower_tensor(cx, 5);
     int64_t all[TPU_MAX_RANK];
     for (int i = 0; i < sr; ++i) all[i] = i;
-    tpu_val_t bad = tpu_ir_binary(g, TPU_IR_OR, tpu_ir_compare(g, TPU_CMP_LT, s, tpu_lower_const_like(cx, s, 0)),
-                                  tpu_ir_compare(g, TPU_CMP_GE, s, tpu_lower_const_like(cx, s, (double)sd[sr - 1])));
+    tpu_val_t bad = tpu_ir_binary(
+        g, TPU_IR_OR, tpu_ir_compare(g, TPU_CMP_LT, sorter, tpu_lower_const_like(cx, sorter, 0)),
+        tpu_ir_compare(g, TPU_CMP_GE, sorter, tpu_lower_const_like(cx, sorter, (double)sd[sr - 1])));
     tpu_lower_assert(cx, tpu_ir_reduce(g, bad, tpu_ir_const_i(g, TPU_BOOL, 0, NULL, 0), all, sr,
                                        TPU_BODY_OR),
                      TPU_CODE_INVALID_ARGUMENT, "torch.searchsorted(): sorter index out of range");
