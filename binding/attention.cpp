@@ -96,9 +96,8 @@ sdpa_overrideable(const at::Tensor& query, const at::Tensor& key, const at::Tens
                   bool return_debug_mask, std::optional<double> scale) {
   static const int row = row_id("sdpa");
   for (const at::Tensor* t : {&query, &key, &value, attn_bias ? &*attn_bias : nullptr})
-    TORCH_CHECK(!t || !t->defined() || t->is_privateuseone(),
-                "Expected all tensors to be on the same device, but found at least two "
-                "devices, tpu:0 and ", t->device(), "!");
+    if (t && t->defined() && !t->is_privateuseone())
+      mixed_devices(*t, query.is_privateuseone() ? query.device().index() : -1);
   std::vector<at::Tensor> out = RowCall(row, query.device().index())
                                     .tensor(query)
                                     .tensor(key)
@@ -130,6 +129,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
     bool is_causal, const at::Tensor& /*philox_seed*/, const at::Tensor& /*philox_offset*/,
     std::optional<double> scale) {
   static const int row = row_id("sdpa_backward");
+  // No gradient reached the output (autograd passes an undefined one): none
+  // for the inputs, as PyTorch's other attention backwards answer.
+  if (!grad_out.defined()) return {};
   std::vector<at::Tensor> g = RowCall(row, query.device().index())
                                   .tensor(grad_out)
                                   .tensor(query)

@@ -52,6 +52,9 @@ at::Tensor new_tensor(c10::IntArrayRef sizes, c10::ScalarType dtype,
 
 // The current tpu device of this thread.
 c10::DeviceIndex current_device();
+// PyTorch's "Expected all tensors to be on the same device" for `t`, of
+// another device than the op's tpu tensors on `tpu` (-1: the current one).
+[[noreturn]] void mixed_devices(const at::Tensor& t, c10::DeviceIndex tpu);
 void set_current_device(c10::DeviceIndex device);
 int device_count();  // 0 when the runtime cannot start
 

@@ -21,6 +21,14 @@
 #include "binding.h"
 
 namespace torchtpu {
+
+void mixed_devices(const at::Tensor& t, c10::DeviceIndex tpu) {
+  c10::Device d(c10::DeviceType::PrivateUse1, tpu >= 0 ? tpu : current_device());
+  TORCH_CHECK(false,
+              "Expected all tensors to be on the same device, but found at least "
+              "two devices, ", d, " and ", t.device(), "!");
+}
+
 namespace {
 
 //===--- converting boxed arguments to runtime arguments ---===//
@@ -73,14 +81,6 @@ struct Args {
     return &views.back();
   }
 };
-
-// `tpu`: the device of the op's tpu tensors (-1: not seen yet, the current one).
-[[noreturn]] void mixed_devices(const at::Tensor& t, c10::DeviceIndex tpu) {
-  c10::Device d(c10::DeviceType::PrivateUse1, tpu >= 0 ? tpu : current_device());
-  TORCH_CHECK(false,
-              "Expected all tensors to be on the same device, but found at least "
-              "two devices, ", d, " and ", t.device(), "!");
-}
 
 // A kernel here asked to write a tensor of another device: PyTorch chose tpu
 // for another argument, a tpu generator (`torch.randn(3,

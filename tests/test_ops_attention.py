@@ -358,3 +358,52 @@ def test_isin_promotion_and_edges():
     check_error(torch.isin, torch.tensor([1j]), torch.tensor([1]))
     check_error(lambda e, t: torch.isin(e, t, out=torch.empty(2, device=e.device)),
                 torch.tensor([1, 2]), torch.tensor([1]))
+
+
+def test_a_backward_that_reaches_no_attention_output_gives_no_gradient():
+    # Autograd calls the fused backward with an undefined output gradient
+    # when nothing flows back through the output; it raised "tensor does not
+    # have a device".
+    class Stop(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return None
+
+    grads = []
+    for device in ("cpu", "tpu"):
+        torch.manual_seed(0)
+        q, k, v = [torch.randn(1, 2, 3, 4).to(device).requires_grad_() for _ in range(3)]
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        (Stop.apply(o).sum() + q.sum()).backward()
+        grads.append((q.grad.cpu(), k.grad, v.grad))
+    assert torch.equal(grads[0][0], grads[1][0])
+    assert grads[1][1] is None and grads[1][2] is None
+
+
+@pytest.mark.parametrize("case", ["mask_requires_grad", "value_head_dim"])
+def test_attention_is_differentiated_twice_on_the_math_backend(case):
+    # As CUDA's fused kernels, tpu's has no derivative of its backward (CPU
+    # takes its math path for these two cases, so it has one): create_graph
+    # through it raises, and the math backend differentiates twice as CPU.
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(1, 1, 3, 4, dtype=torch.float64, generator=g), torch.randn(1, 1, 5, 4, dtype=torch.float64, generator=g)
+    v = torch.randn(1, 1, 5, 6 if case == "value_head_dim" else 4, dtype=torch.float64, generator=g)
+    m = torch.randn(3, 5, dtype=torch.float64, generator=g)
+
+    def second_order(device):
+        Q, K, V, M = [t.to(device).requires_grad_() for t in (q, k, v, m)]
+        mask = M if case == "mask_requires_grad" else None
+        o = F.scaled_dot_product_attention(Q, K, V, attn_mask=mask, is_causal=mask is None)
+        gq, = torch.autograd.grad(o.pow(2).sum(), Q, create_graph=True)
+        gk, = torch.autograd.grad(gq.sum(), K)
+        return o.detach().cpu(), gk.cpu()
+
+    expected = second_order("cpu")
+    with pytest.raises(RuntimeError, match="derivative for .*attention.* is not implemented"):
+        second_order("tpu")
+    with sdpa_kernel(SDPBackend.MATH):
+        torch.testing.assert_close(second_order("tpu"), expected)

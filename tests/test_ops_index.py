@@ -1062,3 +1062,33 @@ def test_mask_assignment_of_a_cpu_number_of_another_dtype():
     x = torch.arange(12.0).reshape(3, 4)
     check(lambda a: assign(a, torch.tensor(5), lambda t: (slice(None), t[0] > 1)), x)
     check(lambda a: assign(a, torch.tensor(5), lambda t: t[:, 0] > 3), x)  # rows: broadcast
+
+
+def test_scatter_of_a_number_that_does_not_fit_the_dtype_is_refused():
+    # As CPU's (and CUDA's) Scalar::to<T>(): 300 into int8 raised there and
+    # was written here as 44; 1e5 into float16 as inf.
+    idx = torch.tensor([[1]])
+    for x, v in [(torch.zeros(2, 3, dtype=torch.int8), 300), (torch.zeros(2, 3, dtype=torch.int8), -129),
+                 (torch.zeros(2, 3, dtype=torch.float16), 1e5),
+                 (torch.zeros(2, 3, dtype=torch.bfloat16), 1e39)]:
+        err, cpu_err = check_error(lambda a, i: a.scatter_(0, i, v), x, idx)
+        assert str(err).splitlines()[0] == str(cpu_err).splitlines()[0]
+    check(lambda a, i: a.scatter(0, i, 127), torch.zeros(2, 3, dtype=torch.int8), idx)
+    check(lambda a, i: a.scatter(0, i, 2.5, reduce="add"), torch.ones(2, 3), idx)
+
+
+def test_a_mask_with_no_true_element_takes_an_empty_value_tensor():
+    # torch.distributions' kl_divergence(Binomial, Binomial) writes
+    # x[m] = x[m] with m all false; the gather from no values failed to compile.
+    def assign(x, m, v):
+        x = x.clone()
+        x[m] = v
+        return x
+    x = torch.arange(6.0).reshape(2, 3)
+    check(assign, x, torch.zeros(2, 3, dtype=torch.bool), torch.empty(0))
+    check(assign, x, torch.zeros(2, dtype=torch.bool), torch.empty(0, 3))
+    check_error(assign, x, torch.tensor([True, False]), torch.empty(0, 3))
+    p, q = torch.tensor([0.25, 0.9]), torch.tensor([0.5, 0.5])
+    kl = lambda p, q: torch.distributions.kl_divergence(torch.distributions.Binomial(10, p),
+                                                        torch.distributions.Binomial(10, q))
+    check(kl, p, q, atol=1e-5, rtol=1e-5)

@@ -486,6 +486,14 @@ def test_randperm_errors():
     check_error(lambda o: torch.randperm(5000, out=o), torch.empty(0, dtype=torch.float16))
     check_error(lambda o: torch.randperm(3, out=o), torch.empty(0, dtype=torch.bool))
     assert torch.randperm(0, device=TPU).shape == (0,)
+    # n - 1 must fit an integer dtype: 300 uint8 "permutations" held only
+    # 256 distinct values, 200 int8 ones negative values.
+    for dtype, n in ((torch.uint8, 300), (torch.int8, 200), (torch.int16, 40000)):
+        err, cpu_err = check_error(lambda o: torch.randperm(n, out=o), torch.empty(0, dtype=dtype))
+        assert str(err) == str(cpu_err)
+    for dtype, n in ((torch.uint8, 256), (torch.int8, 128)):
+        assert sorted(seeded(lambda: torch.randperm(n, dtype=dtype, device=TPU)).tolist()) == \
+            list(range(n))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
@@ -512,6 +520,17 @@ def test_multinomial_with_replacement(dtype):
     two = seeded(lambda: torch.multinomial(torch.tensor([[1.0, 0.0], [0.0, 5.0]], dtype=dtype,
                                                         device=TPU), 8, True))
     assert torch.equal(two, torch.tensor([[0] * 8, [1] * 8]))
+
+
+@pytest.mark.parametrize("scale", [1e-35, 1e-300])
+def test_multinomial_with_replacement_of_tiny_weights(scale):
+    # Normal numbers, but u * total was regrouped as u's integer times
+    # 2^-24 * total, a subnormal flushed to 0: every draw was category 0.
+    dtype = torch.float32 if scale > 1e-38 else torch.float64
+    p = torch.tensor([1.0, 3.0, 0.0], dtype=torch.float64).mul(scale).to(dtype)
+    s = seeded(lambda: torch.multinomial(p.to(TPU), N, replacement=True))
+    freq = torch.bincount(s, minlength=3).double() / N
+    assert (freq - torch.tensor([0.25, 0.75, 0.0], dtype=torch.float64)).abs().max() < 0.035
 
 
 def test_multinomial_many_categories():
@@ -605,6 +624,17 @@ def test_poisson_matches_cpu_law(rate, dtype):
     ref = torch.poisson(torch.full((n,), rate, dtype=torch.float64))
     slack = 0.01 if dtype == torch.float16 and rate == 500.0 else 0  # counts rounded to half
     assert ks_distance(x.double(), ref) < ks_critical(n, n) + slack
+
+
+@pytest.mark.parametrize("rate", [3e6, 1e9])
+def test_poisson_of_large_rates_has_the_variance_of_the_rate(rate):
+    # Sampled in double as on CPU: float32's rejection test cancelled, and
+    # the variance came out 0.9 to 1.65 times the rate.
+    n = 20000
+    x = seeded(lambda: torch.poisson(torch.full((n,), rate, device=TPU))).double()
+    sigma = math.sqrt(rate)
+    assert abs(x.mean().item() - rate) < 5 * sigma / math.sqrt(n)
+    assert abs(x.var().item() / rate - 1) < 5 * math.sqrt(2 / n)
 
 
 def test_poisson_edge_values_and_errors():

@@ -275,15 +275,25 @@ static tpu_val_t device_overflows(tpu_graph_t* g, tpu_val_t v, tpu_dtype_t t, do
   return tpu_ir_binary(g, TPU_IR_OR, bad, im_bad);
 }
 
+static bool overflow(tpu_lower_ctx_t* cx, const char* name) {
+  tpu_graph_fail(cx->g, tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                                        "value cannot be converted to type %s without "
+                                        "overflow", name));
+  return false;
+}
+
 bool tpu_lower_number_fits(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype) {
   const tpu_arg_t* a = tpu_arg(cx, i);
   double max;
   const char* name = fill_type(dtype, &max);
   if (a->kind != TPU_ARG_SCALAR || !fill_overflows(&a->scalar, dtype, max)) return true;
-  tpu_graph_fail(cx->g, tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
-                                        "value cannot be converted to type %s without "
-                                        "overflow", name));
-  return false;
+  return overflow(cx, name);
+}
+
+bool tpu_lower_count_fits(tpu_lower_ctx_t* cx, int64_t v, tpu_dtype_t dtype) {
+  double max;
+  const char* name = fill_type(dtype, &max);
+  return !tpu_dtype_is_integral(dtype, false) || (double)v <= max || overflow(cx, name);
 }
 
 tpu_val_t tpu_lower_fill_value(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype, bool check_tensor) {

@@ -126,6 +126,8 @@ tpu_val_t tpu_lower_fill_value(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype, bo
 // i is a number that does not fit `dtype` (clamp's bounds, add's alpha,
 // addcmul's value, fill values); a tensor argument passes.
 bool tpu_lower_number_fits(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype);
+// The same for a count v that an integer `dtype` must hold (randperm's n - 1).
+bool tpu_lower_count_fits(tpu_lower_ctx_t* cx, int64_t v, tpu_dtype_t dtype);
 // A scalar as a 0-d input of `dtype`.
 tpu_val_t tpu_lower_scalar(tpu_lower_ctx_t* cx, const tpu_scalar_t* s,
                            tpu_dtype_t dtype);

@@ -256,6 +256,10 @@ static tpu_status_t index_put_mask(tpu_lower_ctx_t* cx, int p, bool accumulate) 
                      "shape mismatch: value tensor of shape %s cannot be broadcast to indexing "
                      "result (the mask has a different number of true elements)",
                      tpu_shape_str(vd, nv, (char[128]){0}, 128));
+    if (c == 0) {  // no values, so no true element either (checked above)
+      tpu_lower_out(cx, 0, x);
+      return TPU_OK;
+    }
     tpu_dtype_t ct = tpu_ix_count_dtype(mn + 1);
     tpu_val_t rank_m = tpu_ix_prefix_sum(g, tpu_ir_convert(g, mf, ct), mn, ct);
     rank_m = tpu_ir_binary(g, TPU_IR_SUB, rank_m, tpu_ir_const(g, ct, 1, &mn, 1));

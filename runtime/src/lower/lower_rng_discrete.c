@@ -218,6 +218,7 @@ tpu_status_t tpu_lower_randperm(tpu_lower_ctx_t* cx) {
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "n must be non-negative, got%lld",
                            (long long)n);
   if (t == TPU_BOOL || tpu_dtype_is_complex(t)) return tpu_not_implemented("randperm", t);
+  if (!tpu_lower_count_fits(cx, n - 1, t)) return TPU_OK;  // the graph's error
   if (tpu_dtype_is_float(t)) {
     int64_t most = ((int64_t)1 << tpu_rng_float_digits(t)) + 1;
     if (n > most)
@@ -329,9 +330,12 @@ tpu_status_t tpu_lower_multinomial(tpu_lower_ctx_t* cx) {
     tpu_val_t keys = tpu_ir_binary(g, TPU_IR_DIV, p, q);
     out = tpu_ir_result(g, tpu_ir_top_k(g, keys, ns), 1);
   } else {
-    // cdf[r, j] = sum of p[r, 0..j]; a sample is the number of cdf entries
-    // at or below u * total (a binary search), capped at the last category
+    // cdf[r, j] = sum of p[r, 0..j] / total; a sample is the number of cdf
+    // entries at or below u (a binary search), capped at the last category
     // with p > 0 (so rounding never picks a category of probability 0).
+    // The cdf is divided rather than u multiplied: XLA regroups u * total
+    // as the draw's integer times 2^-24 * total, which for weights near
+    // 1e-35 is subnormal, flushed to 0, and always picked category 0.
     tpu_window_t w;
     memset(&w, 0, sizeof w);
     w.dims[0] = 1;
@@ -349,7 +353,7 @@ tpu_status_t tpu_lower_multinomial(tpu_lower_ctx_t* cx) {
     int64_t start[2] = {0, k - 1}, limit[2] = {rows, k}, one[2] = {1, 1};
     tpu_val_t total = tpu_ir_slice(g, cdf, start, limit, one);  // [rows, 1]
     int64_t bd[2] = {0, 1};
-    u = tpu_ir_binary(g, TPU_IR_MUL, u, tpu_ir_broadcast(g, tpu_ir_reshape(g, total, &rows, 1), sd, 2, bd));
+    cdf = tpu_ir_binary(g, TPU_IR_DIV, cdf, tpu_ir_broadcast(g, tpu_ir_reshape(g, total, &rows, 1), pd, 2, bd));
     tpu_val_t cnt = count_at_or_below(cx, cdf, u);
     tpu_val_t iota = tpu_ir_iota(g, TPU_I64, pd, 2, 1);
     tpu_val_t lastnz = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_GT, p, zero), iota,
@@ -472,7 +476,10 @@ tpu_status_t tpu_lower_poisson(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
   tpu_dtype_t out = tpu_arg_value_dtype(cx, 0);
   if (!tpu_dtype_is_float(out)) return tpu_not_implemented("poisson", out);
-  tpu_dtype_t t = tpu_opmath(out);
+  // In double whatever the dtype, as CPU samples: in float32 the rejection
+  // test k log lam - lam - lgamma(k + 1) cancels for rates past 1e6 (the
+  // variance came out 0.9 to 1.65 times the rate).
+  tpu_dtype_t t = TPU_F64;
   const int64_t* dims = tpu_arg_sizes(cx, 0);
   int rank = tpu_arg_rank(cx, 0);
   tpu_val_t lam = tpu_ir_convert(g, tpu_lower_tensor(cx, 0), t);

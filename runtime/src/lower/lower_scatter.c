@@ -126,7 +126,8 @@ static tpu_status_t scatter_prepare(tpu_lower_ctx_t* cx, const char* op, int upd
     tpu_val_t s = tpu_ir_reshape(g, tpu_lower_tensor(cx, upd), sd, n);
     *updates = tpu_ir_slice(g, s, zero, id, NULL);
   } else {
-    *updates = tpu_ir_broadcast(g, tpu_lower_input(cx, upd, t), id, n, NULL);
+    // A number that does not fit self's dtype fails as CPU's Scalar::to<T>().
+    *updates = tpu_ir_broadcast(g, tpu_lower_fill_value(cx, upd, t, false), id, n, NULL);
   }
   return TPU_OK;
 }
