@@ -30,20 +30,34 @@ struct TpuAllocator final : public c10::DeviceAllocator {
     ensure_runtime();
     tpu_memory_stats_t m;
     tpu_client_memory_stats(tpu_runtime_client(), device, &m);
+    // As torch.tpu.memory_stats() (binding/module.cpp): nothing reserved or
+    // split, a segment is a buffer.
     c10::CachingDeviceAllocator::DeviceStats stats;
-    auto& agg = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
-    agg.current = m.bytes_in_use;
-    agg.peak = m.peak_bytes_in_use;
-    agg.allocated = m.bytes_in_use;
-    auto& res = stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
-    res.current = m.bytes_in_use;
-    res.peak = m.peak_bytes_in_use;
-    auto& count = stats.allocation[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
-    count.allocated = m.num_allocs;
+    constexpr size_t all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    for (auto* bytes : {&stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
+                        &stats.requested_bytes}) {
+      auto& s = (*bytes)[all];
+      s.current = m.bytes_in_use;
+      s.peak = m.peak_bytes_in_use;
+      s.allocated = m.bytes_allocated;
+      s.freed = m.bytes_freed;
+    }
+    for (auto* count : {&stats.allocation, &stats.segment, &stats.active}) {
+      auto& s = (*count)[all];
+      s.current = m.buffers;
+      s.peak = m.peak_buffers;
+      s.allocated = m.num_allocs;
+      s.freed = m.num_frees;
+    }
+    stats.num_device_alloc = m.num_allocs;
+    stats.num_device_free = m.num_frees;
     stats.num_ooms = m.num_ooms;
     return stats;
   }
-  void resetAccumulatedStats(c10::DeviceIndex) override {}
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    ensure_runtime();
+    tpu_client_reset_accumulated(tpu_runtime_client(), device);
+  }
   void resetPeakStats(c10::DeviceIndex device) override {
     ensure_runtime();
     tpu_client_reset_peak(tpu_runtime_client(), device);

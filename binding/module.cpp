@@ -65,14 +65,29 @@ py::dict memory_stats(int device) {
   tpu_memory_stats_t m;
   tpu_client_memory_stats(tpu_runtime_client(), device, &m);
   py::dict d;
-  d["allocated_bytes.all.current"] = m.bytes_in_use;
-  d["allocated_bytes.all.peak"] = m.peak_bytes_in_use;
-  // PJRT frees buffers as they die: no memory is held in reserve.
-  d["reserved_bytes.all.current"] = m.bytes_in_use;
-  d["reserved_bytes.all.peak"] = m.peak_bytes_in_use;
-  d["allocation.all.allocated"] = m.num_allocs;
+  // torch.cuda's keys. PJRT frees a buffer as its tensor dies: no memory is
+  // held in reserve or split, so reserved, active and requested bytes are
+  // the allocated ones, and a segment is a buffer.
+  for (const char* what :
+       {"allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes"}) {
+    std::string k = std::string(what) + ".all.";
+    d[(k + "current").c_str()] = m.bytes_in_use;
+    d[(k + "peak").c_str()] = m.peak_bytes_in_use;
+    d[(k + "allocated").c_str()] = m.bytes_allocated;
+    d[(k + "freed").c_str()] = m.bytes_freed;
+  }
+  for (const char* what : {"allocation", "segment", "active"}) {
+    std::string k = std::string(what) + ".all.";
+    d[(k + "current").c_str()] = m.buffers;
+    d[(k + "peak").c_str()] = m.peak_buffers;
+    d[(k + "allocated").c_str()] = m.num_allocs;
+    d[(k + "freed").c_str()] = m.num_frees;
+  }
+  d["num_device_alloc"] = m.num_allocs;
+  d["num_device_free"] = m.num_frees;
+  d["num_alloc_retries"] = 0;
   d["num_ooms"] = m.num_ooms;
-  d["bytes_limit"] = m.bytes_limit;
+  d["bytes_limit"] = m.bytes_cap ? m.bytes_cap : m.bytes_limit;
   return d;
 }
 
@@ -136,6 +151,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_get_sync_debug_mode", [] { return sync_debug_mode(); });
   m.def("_current_device", [] { return static_cast<int>(current_device()); });
   m.def("_set_device", [](int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_quiesce", [] {
+    py::gil_scoped_release no_gil;
+    tpu_quiesce();
+  });
   m.def("_synchronize", [](int d) {
     py::gil_scoped_release no_gil;
     check(tpu_synchronize(d));
@@ -193,6 +212,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_peak_memory_stats", [](int d) {
     ensure_runtime();
     tpu_client_reset_peak(tpu_runtime_client(), d);
+  });
+  m.def("_reset_accumulated_memory_stats", [](int d) {
+    ensure_runtime();
+    tpu_client_reset_accumulated(tpu_runtime_client(), d);
   });
   m.def("_set_memory_cap", [](int d, int64_t bytes) {
     ensure_runtime();

@@ -223,6 +223,7 @@ def test_record_stream():
 
 
 def test_memory_stats():
+    torch.ones(1, device="tpu")  # the number 1 stays cached on the device (4 bytes)
     torch.tpu.synchronize()
     before = torch.tpu.memory_allocated()
     x = torch.ones(1024, 1024, device="tpu")
@@ -234,6 +235,43 @@ def test_memory_stats():
     torch.tpu.reset_peak_memory_stats()
     assert torch.tpu.max_memory_allocated() == torch.tpu.memory_allocated()
     assert torch.accelerator.memory_allocated() == torch.tpu.memory_allocated()
+
+
+def test_memory_stats_have_torch_cudas_keys_and_meanings():
+    # "allocated" and "freed" are running totals, "current" and "peak" now
+    # and at most, for bytes and for counts; reset_accumulated_memory_stats
+    # zeroes the totals (it did nothing, and allocation.all.current was 0).
+    torch.tpu.synchronize()
+    torch.tpu.reset_accumulated_memory_stats()
+    torch.tpu.reset_peak_memory_stats()
+    s0 = torch.tpu.memory_stats()
+    assert s0["allocated_bytes.all.allocated"] == s0["allocated_bytes.all.freed"] == 0
+    xs = [torch.ones(1 << 18, device="tpu") for _ in range(3)]  # 1 MiB each
+    torch.tpu.synchronize()
+    s1 = torch.tpu.memory_stats()
+    assert s1["allocation.all.current"] == s0["allocation.all.current"] + 3
+    assert s1["allocation.all.peak"] >= s1["allocation.all.current"]
+    assert s1["allocated_bytes.all.allocated"] >= 3 << 20
+    del xs
+    s2 = torch.tpu.memory_stats()
+    assert s2["allocation.all.current"] == s0["allocation.all.current"]
+    assert s2["allocated_bytes.all.freed"] - s1["allocated_bytes.all.freed"] == 3 << 20
+    assert s2["allocated_bytes.all.allocated"] - s2["allocated_bytes.all.freed"] == \
+        s2["allocated_bytes.all.current"] - s0["allocated_bytes.all.current"]
+    for key in ("active_bytes.all.peak", "reserved_bytes.all.current", "segment.all.current",
+                "num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free"):
+        assert key in s2, key
+    acc = torch.accelerator.memory_stats()
+    assert acc["allocated_bytes.all.freed"] == s2["allocated_bytes.all.freed"]
+    assert acc["allocation.all.current"] == s2["allocation.all.current"]
+    torch.tpu.reset_accumulated_memory_stats()
+    assert torch.tpu.memory_stats()["allocated_bytes.all.allocated"] == 0
+    total = torch.tpu.get_device_properties().total_memory
+    try:
+        torch.tpu.set_per_process_memory_fraction(0.5)
+        assert torch.tpu.memory_stats()["bytes_limit"] == int(0.5 * total)
+    finally:
+        torch.tpu.set_per_process_memory_fraction(1.0)
 
 
 def test_rng_state_api():
@@ -390,6 +428,38 @@ def test_per_process_memory_fraction(mode):
         assert (torch.ones(1 << 20, device="tpu") + 1).sum().item() == 2 * (1 << 20)
 
 
+@pytest.mark.parametrize("mode", ["strict", "fused", "debug"])
+def test_writes_that_do_not_read_a_tensor_reuse_its_memory(mode):
+    # zero_, fill_ and a copy into a whole tensor took a new buffer while the
+    # old one lived on: twice the tensor at the peak, and an OutOfMemoryError
+    # under a cap that the update fits in (opt.zero_grad(set_to_none=False)).
+    total = torch.tpu.get_device_properties().total_memory
+    with torchtpu.mode(mode):
+        a = torch.arange(1 << 18, dtype=torch.float32, device="tpu")  # 1 MiB
+        b = torch.rand(4, device="tpu")
+        torch.tpu.synchronize()
+        try:
+            writes = [(lambda: a.zero_(), lambda: 0.0), (lambda: a.fill_(2.0), lambda: 2.0),
+                      (lambda: a.__setitem__(slice(None), 5.0), lambda: 5.0),
+                      (lambda: a.copy_(b[0]), lambda: b[0])]
+            # Fused mode's first run of a new graph (launched by the compile
+            # thread) counts its outputs before the donation: a second pass.
+            for write, _ in writes:
+                write()
+                torch.tpu.synchronize()
+            cap = torch.tpu.memory_allocated() + (1 << 19)
+            torch.tpu.set_per_process_memory_fraction(cap / total)
+            for write, expected in writes:
+                torch.tpu.reset_peak_memory_stats()
+                before = torch.tpu.memory_allocated()
+                write()
+                torch.tpu.synchronize()
+                assert torch.tpu.max_memory_allocated() - before <= (1 << 19)
+                assert torch.equal(a.cpu(), torch.as_tensor(expected()).cpu().expand(a.shape))
+        finally:
+            torch.tpu.set_per_process_memory_fraction(1.0)
+
+
 EVENTS_WHILE_ANOTHER_THREAD_RUNS = """
 import sys, threading, torch, torchtpu
 torchtpu.set_mode(sys.argv[1])
@@ -419,3 +489,31 @@ def test_events_while_another_thread_runs_ops(mode):
                          capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, TORCHTPU_CACHE_DIR="off"))
     assert out.returncode == 0 and "finished" in out.stdout, out.stderr
+
+
+EXIT_WITH_A_PROGRAM_RUNNING = """
+import sys, torch, torchtpu
+torchtpu.set_mode(sys.argv[1])
+x = torch.randn(1000, 1000, device="tpu")
+for _ in range(10):
+    x = x @ x * 1e-3
+torch.tpu.Event().record()  # launches without waiting
+"""
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_the_exit_waits_for_programs_still_running(mode):
+    # XLA's CPU plugin frees its JIT code in static destructors; a program
+    # still running at exit jumped into it (SIGSEGV in 15-25% of runs).
+    with torchtpu.mode(mode):
+        x = torch.randn(600, 600, device="tpu")
+        for _ in range(8):
+            x = x @ x * 1e-3
+        done = torch.tpu.Event()
+        done.record()
+        torchtpu._shutdown._wait_for_running_programs()
+        assert done.query()
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", EXIT_WITH_A_PROGRAM_RUNNING, mode],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]

@@ -1092,3 +1092,16 @@ def test_a_mask_with_no_true_element_takes_an_empty_value_tensor():
     kl = lambda p, q: torch.distributions.kl_divergence(torch.distributions.Binomial(10, p),
                                                         torch.distributions.Binomial(10, q))
     check(kl, p, q, atol=1e-5, rtol=1e-5)
+
+
+def test_dtypes_without_a_kernel_raise_cpus_exception_types():
+    # CPU (and CUDA) have no bool kthvalue or bool scans, and refuse to sort
+    # complex numbers with a RuntimeError (kthvalue's is NotImplementedError).
+    b, z = torch.tensor([True, False, True]), torch.tensor([1j, 2 + 0j])
+    for fn, x in [(lambda a: torch.kthvalue(a, 1), b), (lambda a: torch.kthvalue(a, 1), z),
+                  (lambda a: torch.cumsum(a, 0, dtype=torch.bool), torch.ones(2)),
+                  (lambda a: torch.cumprod(a, 0, dtype=torch.bool), torch.ones(2)),
+                  (lambda a: torch.sort(a), z),
+                  (lambda a: torch.argsort(a), z), (lambda a: torch.topk(a, 1), z)]:
+        check_error(fn, x)
+    check(lambda a: torch.cumsum(a, 0), b)  # bool input, int64 result: fine

@@ -192,6 +192,12 @@ def reset_peak_memory_stats(device=None) -> None:
     _C._reset_peak_memory_stats(_index(device))
 
 
+def reset_accumulated_memory_stats(device=None) -> None:
+    """Zeroes the counts since the start: allocations, frees, their bytes, OOMs."""
+    _lazy_init()
+    _C._reset_accumulated_memory_stats(_index(device))
+
+
 def empty_cache() -> None:
     """Device buffers are freed as soon as their tensors are; nothing is cached."""
 

@@ -68,7 +68,9 @@ tpu_hash_t tpu_client_identity(const tpu_client_t* client);
 typedef struct tpu_memory_stats {
   int64_t bytes_in_use;       // device buffers alive that torchtpu created
   int64_t peak_bytes_in_use;  // since the last reset
-  int64_t num_allocs;
+  int64_t num_allocs, num_frees;         // buffers counted and uncounted, and
+  int64_t bytes_allocated, bytes_freed;  //   their bytes, since the last reset
+  int64_t buffers, peak_buffers;         // alive now, and at most since the reset
   int64_t bytes_limit;        // from the plugin when it reports one, else 0
   int64_t bytes_cap;          // tpu_client_set_memory_cap's, else 0
   int64_t num_ooms;           // allocations refused: past the cap, or by the plugin
@@ -76,6 +78,8 @@ typedef struct tpu_memory_stats {
 void tpu_client_memory_stats(tpu_client_t* client, int device,
                              tpu_memory_stats_t* out_stats);
 void tpu_client_reset_peak(tpu_client_t* client, int device);
+// Zeroes the counts since the start (allocations, frees, their bytes, OOMs).
+void tpu_client_reset_accumulated(tpu_client_t* client, int device);
 // Caps what this process may hold on `device` (torch.cuda's memory
 // fraction): a transfer or an execution whose new buffers would take
 // bytes_in_use past `bytes` fails with RESOURCE_EXHAUSTED before it starts,

@@ -109,6 +109,10 @@ void tpu_flush_deferred(int device);
 // A graph that failed to launch changed nothing: the tensors it overwrote
 // read as before it; those it made hold its error.
 TPU_MUST_USE tpu_status_t tpu_wait_launches(int device);
+// Waits for everything launched on every device to end, launching nothing
+// recorded and raising nothing. At exit: XLA's CPU plugin frees its JIT
+// code in static destructors, under a program still running it.
+void tpu_quiesce(void);
 
 //===--- points in a device's work (what a torch Event records) ---===//
 

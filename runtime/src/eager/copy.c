@@ -215,3 +215,10 @@ void tpu_flush_deferred(int device) { tpu_status_free(for_devices(device, flush_
 tpu_status_t tpu_wait_launches(int device) {
   return for_devices(device, tpu_dev_undo_failed_jobs);
 }
+
+static tpu_status_t quiesce(tpu_dev_t* d) {
+  tpu_status_free(tpu_dev_undo_failed_jobs(d));  // what the compile thread launches
+  return tpu_dev_wait_all(d);
+}
+
+void tpu_quiesce(void) { tpu_status_free(for_devices(-1, quiesce)); }

@@ -188,6 +188,24 @@ static int busy_donors(tpu_dev_t* d, uint64_t finished, const tpu_program_output
   return k;
 }
 
+// A slot that the graph overwrites without reading it (zero_, fill_, a
+// copy_ into a whole tensor) offers its old buffer as a parameter that the
+// program only writes through, so that donation can reuse it: otherwise
+// the write takes a whole new buffer while the old one dies only after it
+// (twice the tensor's memory at the peak, and a spurious out-of-memory
+// under a cap). Only a buffer the slot alone holds, of the value's type.
+static void offer_overwritten_buffers(tpu_dev_t* d, const tpu_program_output_t* outs,
+                                      tpu_slot_t* const* out_slots, int num_values) {
+  for (int o = 0; o < num_values; ++o) {
+    tpu_buffer_t* b = out_slots[o]->buffer;
+    if (!b || tpu_buffer_refs(b) - tpu_dev_job_holds(d, b) != 1) continue;
+    bool read = false;
+    for (int p = 0; p < d->num_params && !read; ++p) read = d->params[p] == b;
+    tpu_type_t t = tpu_type_make(tpu_buffer_dtype(b), tpu_buffer_dims(b), tpu_buffer_rank(b));
+    if (!read && tpu_type_eq(&t, tpu_ir_type(d->graph, outs[o].value))) tpu_dev_param(d, b);
+  }
+}
+
 // Releases the donated buffers of executions up to `finished`.
 static void release_donated(tpu_dev_t* d, uint64_t finished) {
   int k = 0;
@@ -373,6 +391,10 @@ static tpu_status_t flush(tpu_dev_t* d, bool wait) {
     }
     outs[n++] = (tpu_program_output_t){code, -1};
     if (has_numbers) outs[n++] = (tpu_program_output_t){numbers, -1};
+    s = tpu_graph_take_error(g);
+  }
+  if (!s && n > 0) {
+    offer_overwritten_buffers(d, outs, out_slots, num_values);
     s = tpu_graph_take_error(g);
   }
   if (!s && n > 0) {

@@ -614,6 +614,8 @@ static tpu_status_t cumulative(tpu_lower_ctx_t* cx, bool is_prod) {
   tpu_dtype_t in = tpu_arg_value_dtype(cx, 0);
   tpu_dtype_t out = tpu_dtype_is_integral(in, true) ? TPU_I64 : in;
   out = tpu_arg_dtype(cx, 2, tpu_lower_out_dtype(cx, 0, out));  // as in accumulate()
+  if (out == TPU_BOOL)  // CPU's and CUDA's scans have no bool kernel
+    return tpu_not_implemented(is_prod ? "cumprod" : "cumsum", out);
   int rank = tpu_arg_rank(cx, 0);
   int64_t dim;
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 1, 0), rank, &dim));

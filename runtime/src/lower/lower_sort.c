@@ -24,9 +24,11 @@ static void sort_pairs(tpu_lower_ctx_t* cx, tpu_val_t x, const int64_t* d, int n
 
 static tpu_status_t check_sortable(tpu_lower_ctx_t* cx, const char* op) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
-  if (tpu_dtype_is_complex(t))
-    return tpu_not_implemented(op, t);
-  return TPU_OK;
+  if (!tpu_dtype_is_complex(t)) return TPU_OK;
+  // CPU's and CUDA's errors: kthvalue has no complex kernel, sort and topk refuse.
+  if (!strcmp(op, "kthvalue")) return tpu_not_implemented(op, t);
+  return tpu_invalid("%s does not support complex dtypes on tpu",
+                     !strcmp(op, "sort") ? "Sort" : op);
 }
 
 // x along dim, sliced to [start, start + len).
@@ -152,6 +154,8 @@ tpu_status_t tpu_lower_topk(tpu_lower_ctx_t* cx) {
 tpu_status_t tpu_lower_kthvalue(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
   TPU_RETURN_IF_ERROR(check_sortable(cx, "kthvalue"));
+  if (tpu_arg_value_dtype(cx, 0) == TPU_BOOL)  // no bool kernel on CPU or CUDA
+    return tpu_not_implemented("kthvalue", TPU_BOOL);
   int rank = tpu_arg_rank(cx, 0);
   int64_t dim;
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 2, -1), rank, &dim));

@@ -1,24 +1,32 @@
 // Device buffers: host transfers, readiness, device-to-device copies.
 #include "pjrt/pjrt_internal.h"
 
-static void raise_peak(tpu_device_info_t* d, int64_t now) {
-  int64_t peak = atomic_load(&d->peak_bytes);
-  while (now > peak && !atomic_compare_exchange_weak(&d->peak_bytes, &peak, now)) {
+static void raise_peak(atomic_llong* peak_of, int64_t now) {
+  int64_t peak = atomic_load(peak_of);
+  while (now > peak && !atomic_compare_exchange_weak(peak_of, &peak, now)) {
   }
 }
 
+// A buffer of |delta| bytes counted (delta > 0) or no longer counted.
 static void account(tpu_client_t* c, int device, int64_t delta) {
   tpu_device_info_t* d = &c->devices[device];
   int64_t now = atomic_fetch_add(&d->bytes_in_use, delta) + delta;
   if (delta > 0) {
     atomic_fetch_add(&d->num_allocs, 1);
-    raise_peak(d, now);
+    atomic_fetch_add(&d->bytes_allocated, delta);
+    raise_peak(&d->peak_buffers, atomic_fetch_add(&d->buffers, 1) + 1);
+    raise_peak(&d->peak_bytes, now);
+  } else if (delta < 0) {
+    atomic_fetch_add(&d->num_frees, 1);
+    atomic_fetch_add(&d->bytes_freed, -delta);
+    atomic_fetch_sub(&d->buffers, 1);
   }
 }
 
 void tpu_client_note_scratch(tpu_client_t* c, int device, int64_t bytes) {
-  if (bytes > 0 && device >= 0 && device < c->num_devices)
-    raise_peak(&c->devices[device], atomic_load(&c->devices[device].bytes_in_use) + bytes);
+  if (bytes <= 0 || device < 0 || device >= c->num_devices) return;
+  tpu_device_info_t* d = &c->devices[device];
+  raise_peak(&d->peak_bytes, atomic_load(&d->bytes_in_use) + bytes);
 }
 
 static void buffer_destroy(void* self) {

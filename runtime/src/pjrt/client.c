@@ -490,6 +490,11 @@ void tpu_client_memory_stats(tpu_client_t* c, int device,
   out->bytes_in_use = atomic_load(&d->bytes_in_use);
   out->peak_bytes_in_use = atomic_load(&d->peak_bytes);
   out->num_allocs = atomic_load(&d->num_allocs);
+  out->num_frees = atomic_load(&d->num_frees);
+  out->bytes_allocated = atomic_load(&d->bytes_allocated);
+  out->bytes_freed = atomic_load(&d->bytes_freed);
+  out->buffers = atomic_load(&d->buffers);
+  out->peak_buffers = atomic_load(&d->peak_buffers);
   out->bytes_cap = atomic_load(&d->bytes_cap);
   out->num_ooms = atomic_load(&d->num_ooms);
   // Plugins that track memory (GPU, TPU) report a limit; the CPU one does not.
@@ -540,6 +545,17 @@ tpu_status_t tpu_client_fits(tpu_client_t* c, int device, int64_t bytes) {
 
 void tpu_client_reset_peak(tpu_client_t* c, int device) {
   if (device < 0 || device >= c->num_devices) return;
-  atomic_store(&c->devices[device].peak_bytes,
-               atomic_load(&c->devices[device].bytes_in_use));
+  tpu_device_info_t* d = &c->devices[device];
+  atomic_store(&d->peak_bytes, atomic_load(&d->bytes_in_use));
+  atomic_store(&d->peak_buffers, atomic_load(&d->buffers));
+}
+
+void tpu_client_reset_accumulated(tpu_client_t* c, int device) {
+  if (device < 0 || device >= c->num_devices) return;
+  tpu_device_info_t* d = &c->devices[device];
+  atomic_store(&d->num_allocs, 0);
+  atomic_store(&d->num_frees, 0);
+  atomic_store(&d->bytes_allocated, 0);
+  atomic_store(&d->bytes_freed, 0);
+  atomic_store(&d->num_ooms, 0);
 }

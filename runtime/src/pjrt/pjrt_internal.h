@@ -47,6 +47,7 @@ typedef struct tpu_device_info {
   PJRT_Device* handle;
   char* kind;
   atomic_llong bytes_in_use, peak_bytes, num_allocs;
+  atomic_llong buffers, peak_buffers, num_frees, bytes_allocated, bytes_freed;
   atomic_llong bytes_cap;  // see tpu_client_set_memory_cap; 0: none
   int64_t capacity;        // what it holds at most (see device_capacity); 0: unknown
   atomic_llong num_ooms;
