@@ -150,6 +150,18 @@ def test_legacy_serialization_says_it_is_not_supported():
     assert t.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
+def test_a_tpu_tensor_sent_to_another_process_is_refused_clearly():
+    # torch.multiprocessing's reducers took a tpu storage for a CPU one and
+    # said "_share_fd_: only available on CPU"; CPU tensors still share.
+    from multiprocessing.reduction import ForkingPickler
+
+    t = torch.ones(3, device="tpu")
+    for obj in (t, torch.nn.Parameter(t), t.untyped_storage()):
+        with pytest.raises(RuntimeError, match=r"cannot be sent to another process.*t\.cpu\(\)"):
+            ForkingPickler.dumps(obj)
+    assert ForkingPickler.dumps(torch.ones(3))
+
+
 def test_untyped_storage_roundtrip():
     x = torch.arange(6, dtype=torch.float32)
     s = x.untyped_storage().tpu()

@@ -31,7 +31,7 @@ if not os.environ.get("TORCHTPU_PLUGIN_PATH"):
     os.environ["TORCHTPU_PLUGIN_PATH"] = _plugin_search_path()
 
 from torchtpu import _C  # noqa: E402
-from torchtpu import _device, _ops, _shutdown  # noqa: E402
+from torchtpu import _device, _multiprocessing, _ops, _shutdown  # noqa: E402
 from torchtpu._metrics import metrics, recompiles, report, reset_metrics  # noqa: E402
 from torchtpu._modes import get_mode, mode, set_mode  # noqa: E402
 
