@@ -11,6 +11,37 @@
 #include "binding.h"
 
 namespace torchtpu {
+
+c10::CachingDeviceAllocator::DeviceStats device_stats(c10::DeviceIndex device) {
+  ensure_runtime();
+  tpu_memory_stats_t m;
+  tpu_client_memory_stats(tpu_runtime_client(), device, &m);
+  // PJRT frees a buffer as its tensor dies: no memory is held in reserve or
+  // split, so reserved, active and requested bytes are the allocated ones,
+  // and a segment (an active block) is a buffer.
+  c10::CachingDeviceAllocator::DeviceStats stats;
+  constexpr size_t all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  for (auto* bytes : {&stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
+                      &stats.requested_bytes}) {
+    auto& s = (*bytes)[all];
+    s.current = m.bytes_in_use;
+    s.peak = m.peak_bytes_in_use;
+    s.allocated = m.bytes_allocated;
+    s.freed = m.bytes_freed;
+  }
+  for (auto* count : {&stats.allocation, &stats.segment, &stats.active}) {
+    auto& s = (*count)[all];
+    s.current = m.buffers;
+    s.peak = m.peak_buffers;
+    s.allocated = m.num_allocs;
+    s.freed = m.num_frees;
+  }
+  stats.num_device_alloc = m.num_allocs;
+  stats.num_device_free = m.num_frees;
+  stats.num_ooms = m.num_ooms;
+  return stats;
+}
+
 namespace {
 
 void delete_slot(void* ctx) { tpu_slot_release(static_cast<tpu_slot_t*>(ctx)); }
@@ -27,32 +58,7 @@ struct TpuAllocator final : public c10::DeviceAllocator {
   void emptyCache(c10::MempoolId_t) override {}  // PJRT frees eagerly
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
-    ensure_runtime();
-    tpu_memory_stats_t m;
-    tpu_client_memory_stats(tpu_runtime_client(), device, &m);
-    // As torch.tpu.memory_stats() (binding/module.cpp): nothing reserved or
-    // split, a segment is a buffer.
-    c10::CachingDeviceAllocator::DeviceStats stats;
-    constexpr size_t all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    for (auto* bytes : {&stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
-                        &stats.requested_bytes}) {
-      auto& s = (*bytes)[all];
-      s.current = m.bytes_in_use;
-      s.peak = m.peak_bytes_in_use;
-      s.allocated = m.bytes_allocated;
-      s.freed = m.bytes_freed;
-    }
-    for (auto* count : {&stats.allocation, &stats.segment, &stats.active}) {
-      auto& s = (*count)[all];
-      s.current = m.buffers;
-      s.peak = m.peak_buffers;
-      s.allocated = m.num_allocs;
-      s.freed = m.num_frees;
-    }
-    stats.num_device_alloc = m.num_allocs;
-    stats.num_device_free = m.num_frees;
-    stats.num_ooms = m.num_ooms;
-    return stats;
+    return device_stats(device);
   }
   void resetAccumulatedStats(c10::DeviceIndex device) override {
     ensure_runtime();

@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/Allocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Device.h>
 
 #include <map>
@@ -40,6 +41,9 @@ tpu_slot_t* slot_of(const c10::Storage& storage);
 
 // The device allocator: storages own one reference to a storage slot.
 c10::Allocator* allocator();
+// Its statistics in torch.cuda's terms, which torch.tpu.memory_stats() and
+// torch.accelerator.memory_stats() report.
+c10::CachingDeviceAllocator::DeviceStats device_stats(c10::DeviceIndex device);
 c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes);
 // (free, total) bytes of the device's memory: torch.tpu.mem_get_info and
 // torch.accelerator.get_memory_info.

@@ -61,32 +61,28 @@ py::dict metrics() {
 }
 
 py::dict memory_stats(int device) {
-  ensure_runtime();
+  c10::CachingDeviceAllocator::DeviceStats s = device_stats(static_cast<c10::DeviceIndex>(device));
+  constexpr size_t all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  py::dict d;
+  auto put = [&](const std::string& what, const c10::CachingAllocator::StatArray& stat) {
+    d[(what + ".all.current").c_str()] = stat[all].current;
+    d[(what + ".all.peak").c_str()] = stat[all].peak;
+    d[(what + ".all.allocated").c_str()] = stat[all].allocated;
+    d[(what + ".all.freed").c_str()] = stat[all].freed;
+  };
+  put("allocated_bytes", s.allocated_bytes);
+  put("reserved_bytes", s.reserved_bytes);
+  put("active_bytes", s.active_bytes);
+  put("requested_bytes", s.requested_bytes);
+  put("allocation", s.allocation);
+  put("segment", s.segment);
+  put("active", s.active);
+  d["num_device_alloc"] = s.num_device_alloc;
+  d["num_device_free"] = s.num_device_free;
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
   tpu_memory_stats_t m;
   tpu_client_memory_stats(tpu_runtime_client(), device, &m);
-  py::dict d;
-  // torch.cuda's keys. PJRT frees a buffer as its tensor dies: no memory is
-  // held in reserve or split, so reserved, active and requested bytes are
-  // the allocated ones, and a segment is a buffer.
-  for (const char* what :
-       {"allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes"}) {
-    std::string k = std::string(what) + ".all.";
-    d[(k + "current").c_str()] = m.bytes_in_use;
-    d[(k + "peak").c_str()] = m.peak_bytes_in_use;
-    d[(k + "allocated").c_str()] = m.bytes_allocated;
-    d[(k + "freed").c_str()] = m.bytes_freed;
-  }
-  for (const char* what : {"allocation", "segment", "active"}) {
-    std::string k = std::string(what) + ".all.";
-    d[(k + "current").c_str()] = m.buffers;
-    d[(k + "peak").c_str()] = m.peak_buffers;
-    d[(k + "allocated").c_str()] = m.num_allocs;
-    d[(k + "freed").c_str()] = m.num_frees;
-  }
-  d["num_device_alloc"] = m.num_allocs;
-  d["num_device_free"] = m.num_frees;
-  d["num_alloc_retries"] = 0;
-  d["num_ooms"] = m.num_ooms;
   d["bytes_limit"] = m.bytes_cap ? m.bytes_cap : m.bytes_limit;
   return d;
 }

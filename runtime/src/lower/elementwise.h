@@ -82,11 +82,12 @@ tpu_val_t tpu_ew_bitcast(tpu_graph_t* g, tpu_val_t x, tpu_dtype_t dtype);
 tpu_val_t tpu_ew_trunc(tpu_graph_t* g, tpu_val_t x, tpu_val_t zero);
 // |a| with the sign bit of b (also of -0.0 and NaN).
 tpu_val_t tpu_ew_copysign(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b);
-// a ** b of integers of one dtype by squaring over every bit of b, wrapping
-// like C (XLA's integer power reads only b's low 6 bits: 3 ** 64 gave 1);
-// negative exponents follow PyTorch's powi: 1 for base 1, ±1 for base -1,
-// else 0.
-tpu_val_t tpu_ew_int_pow(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b);
+// a ** b of one dtype (pow and _foreach_pow). Integers by squaring over
+// every bit of b, wrapping like C (XLA's integer power reads only b's low
+// 6 bits: 3 ** 64 gave 1); negative exponents follow PyTorch's powi: 1 for
+// base 1, ±1 for base -1, else 0. Complex 0 ** b is 0 for Re(b) > 0, as
+// on CPU (XLA's exp(b log a) gave NaN).
+tpu_val_t tpu_ew_pow(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b);
 // torch.sgn of a value: sign for real numbers ((0 < x) - (x < 0), so NaN
 // and -0.0 give 0), z / |z| (0 at 0) for complex ones (lower_unary.c).
 tpu_val_t tpu_ew_sgn(tpu_lower_ctx_t* cx, tpu_val_t z);

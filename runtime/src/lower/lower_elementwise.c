@@ -432,7 +432,7 @@ tpu_status_t tpu_lower_fmod(tpu_lower_ctx_t* cx) {
 
 //===--- pow ---===//
 
-tpu_val_t tpu_ew_int_pow(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
+static tpu_val_t int_pow(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
   tpu_graph_t* g = cx->g;
   if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
   tpu_dtype_t t = tpu_ir_dtype(g, a);
@@ -455,14 +455,12 @@ tpu_val_t tpu_ew_int_pow(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
   return tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_LT, b, zero), neg, p);
 }
 
-static tpu_val_t pow_fn(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
+tpu_val_t tpu_ew_pow(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b) {
   tpu_graph_t* g = cx->g;
   if (tpu_graph_ok(g) && tpu_dtype_is_integral(tpu_ir_dtype(g, a), false))
-    return tpu_ew_int_pow(cx, a, b);
+    return int_pow(cx, a, b);
   tpu_val_t p = tpu_ir_binary(g, TPU_IR_POW, a, b);
   if (!tpu_graph_ok(g) || !tpu_dtype_is_complex(tpu_ir_dtype(g, a))) return p;
-  // XLA's complex pow is exp(b log a), NaN at a = 0, where CPU gives 0
-  // for an exponent of positive real part (the limit).
   tpu_val_t zero = tpu_lower_const_like(cx, a, 0), re = tpu_ir_unary(g, TPU_IR_REAL, b);
   tpu_val_t vanishes = tpu_ir_binary(g, TPU_IR_AND, tpu_ir_compare(g, TPU_CMP_EQ, a, zero),
                                      tpu_ew_cmp_k(cx, TPU_CMP_GT, re, 0));
@@ -516,7 +514,7 @@ tpu_status_t tpu_lower_pow(tpu_lower_ctx_t* cx) {
                            "Integers to negative integer powers are not allowed.");
   if (scalar_exp && tpu_dtype_is_float(t) && pow_special(cx, t, tpu_arg_number(cx, 1, 0)))
     return TPU_OK;
-  return tpu_ew_binary(cx, TPU_RULE_SAME, pow_fn);
+  return tpu_ew_binary(cx, TPU_RULE_SAME, tpu_ew_pow);
 }
 
 //===--- more binary math ---===//

@@ -182,9 +182,7 @@ static tpu_status_t pow_elem(tpu_lower_ctx_t* e) {
   tpu_dtype_t c = tpu_opmath(t);
   tpu_val_t v[2];
   TPU_RETURN_IF_ERROR(tpu_lower_broadcast_inputs(e, ab, 2, c, v));
-  tpu_val_t r = tpu_dtype_is_integral(c, false) ? tpu_ew_int_pow(e, v[0], v[1])
-                                               : tpu_ir_binary(g, TPU_IR_POW, v[0], v[1]);
-  tpu_lower_out(e, 0, tpu_ir_convert(g, r, t));
+  tpu_lower_out(e, 0, tpu_ir_convert(g, tpu_ew_pow(e, v[0], v[1]), t));
   return TPU_OK;
 }
 
