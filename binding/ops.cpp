@@ -5,6 +5,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/TypeProperties.h>
+#include <ATen/ops/addbmm.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/library.h>
@@ -664,9 +665,10 @@ class RowKernel final : public c10::OperatorKernel {
     }
     call.device = a.device;
     flush_after_backward();
-    std::vector<tpu_dtype_t> out_dtypes;  // factory lowerings compute in them
-    if (info_.is_out_variant)
-      for (const at::Tensor& t : call.targets) out_dtypes.push_back(to_tpu(t.scalar_type()));
+    // The targets' dtypes (out= and in-place alike), for lowerings whose
+    // result dtype is the target's: factories, scans (bool.cumsum_ raises).
+    std::vector<tpu_dtype_t> out_dtypes;
+    for (const at::Tensor& t : call.targets) out_dtypes.push_back(to_tpu(t.scalar_type()));
     tpu_call_t c{row_, a.device, a.args.data(), static_cast<int>(a.args.size()),
                  call.into ? TPU_WRITE_INTO : TPU_WRITE_NEW,
                  out_dtypes.empty() ? nullptr : out_dtypes.data(),
@@ -740,6 +742,27 @@ void register_kernel(const std::string& qualified_name, int row) {
   libs.back().impl(name.c_str(),
                    torch::CppFunction::makeFromBoxedFunctor(std::make_unique<RowKernel>(row)));
 }
+
+// addbmm_: CPU's is addbmm's out= form writing into self, so a self that
+// only broadcasts to the product's shape ([1], [], [p]) is resized to it,
+// where the op table's in-place kernels (TensorIterator's rule) refuse to
+// resize an input. That case computes the functional result and copies it
+// in (from self's values before the op, where CPU's copy into the resized
+// self may read elements it already overwrote: a [n, 1] self); a self of
+// the product's shape takes the row's out= form into itself, one op.
+// (torchtpu/_ops.py leaves addbmm_ to this kernel.)
+static at::Tensor& addbmm_inplace(at::Tensor& self, const at::Tensor& batch1,
+                                  const at::Tensor& batch2, const at::Scalar& beta,
+                                  const at::Scalar& alpha) {
+  if (batch1.dim() == 3 && batch2.dim() == 3 && self.dim() == 2 &&
+      self.size(0) == batch1.size(1) && self.size(1) == batch2.size(2))
+    return at::addbmm_out(self, self, batch1, batch2, beta, alpha);
+  at::Tensor r = at::addbmm(self, batch1, batch2, beta, alpha);
+  self.resize_(r.sizes());
+  return self.copy_(r);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("addbmm_", TORCH_FN(addbmm_inplace)); }
 
 bool autograd_ran_on_device() { return backward_ran.load(std::memory_order_relaxed); }
 

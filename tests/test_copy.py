@@ -85,6 +85,21 @@ def test_dtype_conversion():
         assert torch.equal(x.to("tpu").to(dtype).cpu(), x.to(dtype)), dtype
 
 
+def test_conversions_that_pytorch_defines_as_cpu_and_cuda_do():
+    # A float becomes uint8 through int64 (wrapping: -1.0 -> 255, 300.7 ->
+    # 44), on the device as on the host; a double becomes half through float
+    # (rounding twice: 1 + 2**-11 + 1e-14 -> 1.0).
+    x = torch.tensor([-1.0, -1.5, -3.0, 256.0, 300.7, 3.2, 255.9, 0.0])
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+        want = x.to(dtype).to(torch.uint8)
+        assert torch.equal(x.to(dtype).tpu().to(torch.uint8).cpu(), want), dtype
+        out = torch.empty(x.shape, dtype=torch.uint8, device="tpu")
+        assert torch.equal(out.copy_(x.to(dtype).tpu()).cpu(), want), dtype
+    d = torch.tensor([1 + 2**-11 + 1e-14, 1 + 2**-11 - 1e-14, 65519.99, -3e-8], dtype=torch.float64)
+    d = torch.cat([d, torch.randn(10000, dtype=torch.float64)])
+    assert torch.equal(d.tpu().half().cpu(), d.half())
+
+
 @two_devices
 def test_copy_across_devices():
     x = torch.randn(5, 3)

@@ -230,6 +230,24 @@ def test_errors():
         check_error(fn, x)
 
 
+def test_numbers_that_do_not_fit_the_dtype_are_refused():
+    # As CPU's (and CUDA's) Scalar::to<T>(): threshold's value and
+    # hardtanh's bounds must fit the tensor's dtype (threshold itself the
+    # compute type's), and a half, bfloat16 or integer power's exponent the
+    # tensor's. tpu computed with them (inf or a wrapped integer) instead.
+    h, f, i8 = torch.ones(3, dtype=torch.float16), torch.ones(3), torch.ones(3, dtype=torch.int8)
+    for fn, x in [(lambda a: F.threshold(a, 0.5, 1e5), h), (lambda a: F.threshold(a, 1e39, 0.5), f),
+                  (lambda a: F.threshold(a, 1000, 1), i8), (lambda a: F.hardtanh(a, -1e5, 1), h),
+                  (lambda a: F.hardtanh(a, -1, 1e39), f), (lambda a: F.hardtanh(a.bfloat16(), -1e39), f),
+                  (lambda a: torch.pow(a, 1e6), h), (lambda a: torch.pow(a, 1000), i8),
+                  (lambda a: F.threshold_(a.clone(), 0.5, 1e5), h)]:
+        err, cpu_err = check_error(fn, x)
+        assert str(err).splitlines()[0] == str(cpu_err).splitlines()[0]
+    for fn, x in [(lambda a: F.threshold(a, 1e5, 0.5), h), (lambda a: torch.pow(a, 1e39), f),
+                  (lambda a: torch.pow(a, 0.5), h), (lambda a: torch.pow(a, 2.5), i8)]:
+        check(fn, x)  # what fits, and float's exponent, which CPU takes as a double
+
+
 def test_silu_complex():
     # CPU defines silu (not mish, gelu, ...) for complex numbers
     z = torch.randn(4, 5, dtype=torch.complex64)

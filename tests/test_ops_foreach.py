@@ -334,6 +334,40 @@ def test_powsum_errors():
     check_error(lambda xs: aten._foreach_powsum.Scalar(xs, 2), ints())
 
 
+def complexes(shapes=SHAPES, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, dtype=torch.complex64, generator=g) for s in shapes]
+
+
+def test_complex_lerp_norm_powsum():
+    # As CPU: lerp's two branches (|w|^2 < 0.25) with real, complex and
+    # tensor weights; norms and powsums of |x|, with real results.
+    xs, ys, ws = complexes(seed=1), complexes(seed=2), complexes(seed=3)
+    for w in (0.3, 0.9, 0.3 + 0.5j, [0.1, 0.7 - 0.1j, 2.0]):
+        run(torch._foreach_lerp, xs, ys, w)
+    run(torch._foreach_lerp, xs, ys, ws)
+    run(inplace(torch._foreach_lerp_), xs, ys, ws)
+    xs[0][1] = 0
+    for ord in (2, 1, 0, 3, 0.5, -1, math.inf, -math.inf):
+        run(lambda xs: torch._foreach_norm(xs, ord), xs, rtol=1e-4, atol=1e-5)
+    for ord in (2, 1, 3):
+        run(lambda xs: aten._foreach_powsum.Scalar(xs, ord), xs, rtol=1e-4, atol=1e-5)
+    run(lambda xs: aten._foreach_norm.Scalar(xs, 2, dtype=torch.complex128), xs)
+    check_error(lambda xs: aten._foreach_norm.Scalar(xs, 2, dtype=torch.float64), xs)
+    check_error(lambda xs: aten._foreach_norm.Scalar(xs, 2, dtype=torch.complex64),
+                floats(torch.float32))
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum", "clamp_min", "clamp_max"])
+def test_complex_maximum_and_clamps_raise_as_cpu(op):
+    # CPU has no complex maximum or clamp: NotImplementedError, CPU's words.
+    xs, ys = complexes(seed=1), complexes(seed=2)
+    for f in (getattr(torch, f"_foreach_{op}"), getattr(torch, f"_foreach_{op}_")):
+        for other in (ys, 0.5, [0.5, 1.0, 2.0]):
+            tpu_err, cpu_err = check_error(f, xs, other)
+            assert str(tpu_err) == str(cpu_err)
+
+
 def test_max():
     nan = float("nan")
     run(aten._foreach_max.default, floats(torch.float32) + floats(torch.bfloat16))

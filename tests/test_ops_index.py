@@ -544,12 +544,15 @@ def test_masked_scatter_select_errors_and_backward():
     check_grad(lambda a, s, m: a.masked_scatter(m, s), x, rand((12,)), mm, wrt=(0, 1))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool],
-                         ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool,
+                                   torch.complex64], ids=str)
 def test_nonzero(dtype):
     x = rand((3, 4, 2), dtype) if dtype != torch.int64 else randidx(3, (3, 4, 2))
     if dtype.is_floating_point:
         x[x > 0.5] = 0
+    if dtype.is_complex:  # a number with one zero part is not zero
+        re, im = rand((3, 4, 2), seed=1), rand((3, 4, 2), seed=2)
+        x = torch.complex(re.masked_fill(re > 0, 0), im.masked_fill(im > 0, 0))
     check(lambda a: a.nonzero(), x)
     check(lambda a: torch.nonzero(a, as_tuple=True), x)
     check(lambda a: torch.argwhere(a), x[0])
@@ -1101,7 +1104,11 @@ def test_dtypes_without_a_kernel_raise_cpus_exception_types():
     for fn, x in [(lambda a: torch.kthvalue(a, 1), b), (lambda a: torch.kthvalue(a, 1), z),
                   (lambda a: torch.cumsum(a, 0, dtype=torch.bool), torch.ones(2)),
                   (lambda a: torch.cumprod(a, 0, dtype=torch.bool), torch.ones(2)),
+                  (lambda a: a.clone().cumsum_(0), b), (lambda a: a.clone().cumprod_(0), b),
                   (lambda a: torch.sort(a), z),
                   (lambda a: torch.argsort(a), z), (lambda a: torch.topk(a, 1), z)]:
         check_error(fn, x)
     check(lambda a: torch.cumsum(a, 0), b)  # bool input, int64 result: fine
+    i8 = torch.tensor([100, 100, 100], dtype=torch.int8)  # in place: wraps in int8, as CPU
+    check(lambda a: a.clone().cumsum_(0), i8)
+    check(lambda a: a.clone().cumprod_(0), i8)

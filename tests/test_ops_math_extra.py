@@ -338,6 +338,23 @@ def test_embedding_renorm(dtype):
           atol=atol, rtol=rtol)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_embedding_renorm_half_precision_is_bitwise_cpu(dtype):
+    # CPU scales a row by max_norm / (norm + 1e-7) rounded to the row's
+    # dtype (not its float32 opmath): a 1-ulp difference of the scaled
+    # weights became 0.0117 in an embedding_bag with per_sample_weights
+    # (OpInfo sample 8, bfloat16)
+    torch.manual_seed(0)
+    w = (torch.randn(300, 5) * 5).to(dtype)
+    for max_norm, p in [(1.0, 2.0), (0.3, 1.0), (2.5, 3.0)]:
+        check(lambda w, i: torch.embedding_renorm_(w.clone(), i, max_norm, p), w,
+              torch.arange(300), atol=0, rtol=0)
+    check(lambda w, i, psw: F.embedding_bag(i, w.clone(), max_norm=1.0, mode="sum",
+                                            per_sample_weights=psw),
+          w[:5], torch.tensor([[0, 1], [1, 0]]), torch.randn(2, 2).mul(5).to(dtype),
+          atol=0, rtol=0)
+
+
 def test_embedding_renorm_errors():
     w = torch.randn(5, 3)
     check_error(lambda w: torch.embedding_renorm_(w, torch.tensor([1.0]), 1.0, 2.0), w)

@@ -72,6 +72,28 @@ def test_beta_zero_ignores_self():
           alpha=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.complex64], ids=str)
+def test_addbmm_inplace_resizes_a_broadcast_self(dtype):
+    # CPU's addbmm_ is addbmm's out= form into self: a self that broadcasts
+    # to the product's shape is resized to it (the OpInfo's [1] and []
+    # samples), where the in-place ops that TensorIterator checks refuse
+    kw = dict(beta=2, alpha=3) if dtype == torch.int64 else dict(beta=0.6, alpha=0.2)
+    b1, b2 = rand(5, 5, 5, dtype=dtype), rand(5, 5, 10, dtype=dtype)
+    for shape in [(1,), (), (10,), (1, 10), (5, 10)]:
+        x = check(lambda s, a, b: s.clone().addbmm_(a, b, **kw), rand(*shape, dtype=dtype), b1,
+                  b2, **TOL.get(dtype, {}))
+        assert x.shape == (5, 10)
+    # the same tensor comes back, resized in place
+    x = rand(1, dtype=dtype).to("tpu")
+    assert x.addbmm_(b1.to("tpu"), b2.to("tpu")) is x and x.shape == (5, 10)
+    # a [5, 1] self: CPU's copy into the resized self reads elements it
+    # already wrote; tpu computes from self's values before the op
+    s = rand(5, 1, dtype=dtype)
+    got = s.to("tpu").addbmm_(b1.to("tpu"), b2.to("tpu"), **kw).cpu()
+    torch.testing.assert_close(got, torch.addbmm(s, b1, b2, **kw), **TOL.get(dtype, {}))
+    check_error(lambda s, a, b: s.addbmm_(a, b), rand(3, 10, dtype=dtype), b1, b2)
+
+
 def test_bool_and_complex():
     b = lambda *s: torch.rand(s) > 0.5  # noqa: E731
     check(torch.addr, b(3, 4), b(3), b(4))

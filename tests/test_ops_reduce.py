@@ -358,6 +358,18 @@ def test_logsumexp_infinities_and_forms():
     check_error(lambda a: a.logsumexp(2), x)
 
 
+def test_logsumexp_complex():
+    # Shifted by the largest real part, as CPU: exp(100 + 1j) would overflow;
+    # an all -inf row gives -inf. masked.logsumexp fills with -inf.
+    x = sample(torch.complex64)
+    check(lambda a: (a.logsumexp(1), a.logsumexp((0, 2), keepdim=True)), x)
+    big = torch.tensor([[100 + 1j, 101 - 2j, 50j], [complex(-inf, 0)] * 3, [1 - 1j, 0j, -2j]])
+    check(lambda a: a.logsumexp(1), big)
+    check(lambda a: torch.logsumexp(a, 0, out=torch.empty(3, dtype=a.dtype, device=a.device)), big)
+    m = torch.tensor([[True, False, True, True, False]] * 4)
+    check(lambda a, m: torch.masked.logsumexp(a, 2, mask=m), x, m)
+
+
 #===--- cumsum, cumprod ---===#
 
 @pytest.mark.parametrize("dtype", FLOATS + [torch.int32, torch.bool, torch.uint8], ids=str)

@@ -27,6 +27,11 @@ def _is_composite_implicit(qualified):
     return has(qualified, "CompositeImplicitAutograd") and not has(qualified, "Autograd")
 
 
+# In-place variants a binding kernel implements instead of the row's generic
+# one: addbmm_ resizes self as CPU's does (binding/ops.cpp).
+OWN_INPLACE_KERNELS = {"addbmm_"}
+
+
 def variants(spec):
     """The qualified names a row entry such as 'add.Tensor' registers (none
     where this version of torch does not have it)."""
@@ -40,7 +45,8 @@ def variants(spec):
     signature = _args(schema)
     if not base.endswith("_"):
         inplace = getattr(torch.ops.aten, base + "_", None)
-        if inplace is not None and (overload or "default") in inplace.overloads():
+        if (inplace is not None and (overload or "default") in inplace.overloads()
+                and base + "_" not in OWN_INPLACE_KERNELS):
             s = getattr(inplace, overload or "default")._schema
             if [n for n, _ in _args(s)] == [n for n, _ in signature]:
                 names.append(_qualified(s))

@@ -137,6 +137,24 @@ _override(["linalg.householder_product"], [torch.float32], 1e-4, 1e-5,
 _override(["matrix_exp"], [torch.float32, torch.complex64], 1e-3, 1e-3,
           "scaling and squaring amplifies rounding differently than CPU's method")
 
+# complex pow is exp(b log a): a float32 rounding of b log a, of magnitude
+# up to ~35 in these samples, moves the result by |b log a| ulps. Against a
+# complex128 run tpu's results were 5.6e-7 relative on average (CPU's
+# 6.7e-7), at most 3.2e-6 (CPU's 2.6e-6, and 4.2e-6 in _foreach_pow).
+_override(["pow", "__rpow__", "_foreach_pow"], [torch.complex64], 1e-5, 1e-5,
+          "complex pow's rounding grows with |exponent * log(base)|")
+
+# Gradients that are sums with heavy cancellation, whose float32 rounding
+# depends on the summation order (XLA's against CPU's), each within a few
+# 1e-5 of CPU's: kron's (a 200-term sum of products of size ~10 giving
+# -0.71, tpu 4.7e-5 and CPU 1.2e-5 from a float64 run), stft's window (CPU
+# and tpu both ~490 from a float64 run, 4.4e-5 from each other), CTC loss's
+# (the CPU kernel on both sides, fed tpu's log_softmax: its 1-ulp
+# differences go through 50 steps of the alpha-beta recursion; tpu 4.5e-5
+# and CPU 6.9e-5 from a float64 run).
+_override(["kron", "stft", "nn.functional.ctc_loss"], [torch.float32], 1e-4, 1.3e-6,
+          "float32 rounding of cancelling sums in the gradient")
+
 _SETUP_DONE = False
 # Called once per sample (sweep.py's workers touch a heartbeat file, so a
 # slow case is not taken for a hang).
@@ -605,6 +623,13 @@ def _no_worse(expected, actual, ref, atol, rtol):
         a, e, r = actual.to(wide), expected.to(wide), ref.detach().to(wide)
         ok = ((a - r).abs() <= (e - r).abs() + atol + rtol * r.abs()) | (a == e) | (a == r)
         ok |= torch.isnan(a) & (torch.isnan(e) | torch.isnan(r))
+        # A NaN of CPU's where the float64 run has a value (CPU's bfloat16 and
+        # float16 matrix_exp of any matrix of norm above ~2) is farther than
+        # any value: a result within the tolerance of that run passes, or
+        # equal to it rounded to the dtype (a float16 overflow to inf).
+        rounded = ref.detach().to(expected.dtype).to(wide)
+        ok |= torch.isnan(e) & ~torch.isnan(r) & (
+            ((a - r).abs() <= atol + rtol * r.abs()) | (a == rounded))
         return bool(ok.all())
     if isinstance(expected, (list, tuple)):
         return isinstance(ref, (list, tuple)) and len(ref) == len(expected) and all(

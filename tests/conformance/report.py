@@ -173,9 +173,9 @@ def build(cases, core, meta):
     for m in missing.values():
         m["ops"] = sorted(m["ops"])
     meta = dict(meta)
-    meta.update({"torch": torch.__version__,
-                 "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
-                 "cases": len(cases), "schema": "torchtpu.op_coverage/1"})
+    meta.update({"torch": torch.__version__, "cases": len(cases),
+                 "schema": "torchtpu.op_coverage/1"})
+    meta["date"] = meta.get("date") or datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     return {"schema": "torchtpu.op_coverage/1", "meta": meta, "summary": summary,
             "headline": headline, "cases": cases,
             "core_aten": sorted(core, key=lambda c: (c["overload"], c["dtype"])),
@@ -217,7 +217,9 @@ def markdown(doc):
            f"with torch {meta['torch']}, mode {meta['mode']}, {meta['jobs']} workers, "
            f"{meta['seconds'] // 60} min {meta['seconds'] % 60} s"
            + (f", at most {meta['max_samples']} samples per case" if meta.get("max_samples") else "")
-           + (" (a partial run: only some operators)" if meta.get("partial") else "") + ".",
+           + (" (a partial run: only some operators)" if meta.get("partial") else "") + "."
+           + "".join(f" On {r['date']}, {r['ops']} operators were run again (`--redo`) and their"
+                     " cases replaced." for r in meta.get("redone", [])),
            "", "## Schema of op_coverage.json", "", SCHEMA, CLASS_TEXT,
            "## Headline figures", ""]
     out += ["- " + ln for ln in headline_text(doc).splitlines()]

@@ -365,7 +365,12 @@ def main(argv=None):
     if args.report_only or args.redo or args.only:
         prev = Path(args.docs) / "op_coverage.json"
         if prev.exists():
-            meta["seconds"] = json.loads(prev.read_text()).get("meta", {}).get("seconds", meta["seconds"])
+            before = json.loads(prev.read_text()).get("meta", {})
+            meta["seconds"] = before.get("seconds", meta["seconds"])
+            if args.redo:  # the sweep stays the earlier one, with some operators run again
+                meta["date"] = before.get("date")
+                meta["redone"] = before.get("redone", []) + [
+                    {"date": time.strftime("%Y-%m-%d %H:%M"), "ops": len(keys)}]
     doc = report.build(cases, core, meta)
     report.write(doc, Path(args.docs))
     if args.write_expectations:

@@ -236,9 +236,15 @@ tpu_val_t tpu_ir_convert(tpu_graph_t* g, tpu_val_t x, tpu_dtype_t dtype) {
   // bool into a select, which loses IEEE's NaN * 0 = NaN (a mask times a
   // tensor with a NaN or inf hid it).
   bool to_float = tpu_dtype_is_float(dtype) || tpu_dtype_is_complex(dtype);
-  if (type_of(g, x)->dtype == TPU_BOOL && to_float)
+  tpu_dtype_t from = type_of(g, x)->dtype;
+  if (from == TPU_BOOL && to_float)
     return tpu_ir_select(g, x, tpu_ir_const(g, dtype, 1.0, t.dims, t.rank),
                          tpu_ir_const(g, dtype, 0.0, t.dims, t.rank));
+  // PyTorch converts a float to uint8 through int64, so that CPU and CUDA
+  // agree (-1.0 -> 255, 300.7 -> 44); XLA's conversion would saturate.
+  if (dtype == TPU_U8 && tpu_dtype_is_float(from)) x = tpu_ir_convert(g, x, TPU_I64);
+  // CPU and CUDA round a double to half through float (c10::Half(float)).
+  if (dtype == TPU_F16 && from == TPU_F64) x = tpu_ir_convert(g, x, TPU_F32);
   return tpu_graph_add(g, TPU_IR_CONVERT, &x, 1, NULL, 0, &t);
 }
 

@@ -88,6 +88,9 @@ tpu_val_t tpu_ew_copysign(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b);
 // base 1, ±1 for base -1, else 0. Complex 0 ** b is 0 for Re(b) > 0, as
 // on CPU (XLA's exp(b log a) gave NaN).
 tpu_val_t tpu_ew_pow(tpu_lower_ctx_t* cx, tpu_val_t a, tpu_val_t b);
+// lerp(self, end, w) of values of one dtype, real or complex, as PyTorch
+// computes it (lower_ternary.c; lerp and _foreach_lerp).
+tpu_val_t tpu_ew_lerp(tpu_lower_ctx_t* cx, tpu_val_t self, tpu_val_t end, tpu_val_t w);
 // torch.sgn of a value: sign for real numbers ((0 < x) - (x < 0), so NaN
 // and -0.0 give 0), z / |z| (0 at 0) for complex ones (lower_unary.c).
 tpu_val_t tpu_ew_sgn(tpu_lower_ctx_t* cx, tpu_val_t z);

@@ -79,6 +79,9 @@ tpu_status_t tpu_lower_threshold(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t;
   TPU_RETURN_IF_ERROR(real(cx, tpu_arg_value_dtype(cx, 0)));
   TPU_RETURN_IF_ERROR(tpu_ew_rule(cx, TPU_RULE_NOT_BOOL, tpu_arg_value_dtype(cx, 0), &t));
+  // As CPU's kernel: the threshold must fit the compute type, the value the tensor's.
+  if (!tpu_lower_number_fits(cx, 1, tpu_opmath(t)) || !tpu_lower_number_fits(cx, 2, t))
+    return TPU_OK;  // the graph's error
   tpu_val_t x = tpu_lower_input(cx, 0, tpu_opmath(t));
   tpu_val_t th = param(cx, 1, x, 0), v = param(cx, 2, x, 0);
   tpu_val_t r = sel(cx, tpu_ir_compare(cx->g, TPU_CMP_LE, x, th), v, x);
@@ -325,6 +328,8 @@ tpu_status_t tpu_lower_hardtanh(tpu_lower_ctx_t* cx) {
   if (t == TPU_BOOL)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "Bool inputs not supported for hardtanh");
   TPU_RETURN_IF_ERROR(real(cx, t));
+  if (!tpu_lower_number_fits(cx, 1, t) || !tpu_lower_number_fits(cx, 2, t))
+    return TPU_OK;  // the graph's error, as CPU's clamp bounds
   tpu_val_t x = tpu_lower_input(cx, 0, tpu_opmath(t));
   tpu_val_t r = tpu_ew_min(cx, tpu_ew_max(cx, x, param(cx, 1, x, -1)), param(cx, 2, x, 1));
   tpu_lower_out(cx, 0, tpu_ir_convert(cx->g, r, t));

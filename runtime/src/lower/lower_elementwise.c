@@ -512,6 +512,11 @@ tpu_status_t tpu_lower_pow(tpu_lower_ctx_t* cx) {
       tpu_dtype_is_integral(e->scalar.dtype, true) && tpu_arg_number(cx, 1, 0) < 0)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "Integers to negative integer powers are not allowed.");
+  // CPU takes a float or double tensor's exponent as a double; other
+  // dtypes' exponent must fit the dtype (half ** 1e6 raises).
+  if (scalar_exp && t != TPU_F32 && t != TPU_F64 && !tpu_dtype_is_complex(t) &&
+      !tpu_lower_number_fits(cx, 1, t))
+    return TPU_OK;  // the graph's error
   if (scalar_exp && tpu_dtype_is_float(t) && pow_special(cx, t, tpu_arg_number(cx, 1, 0)))
     return TPU_OK;
   return tpu_ew_binary(cx, TPU_RULE_SAME, tpu_ew_pow);

@@ -142,9 +142,15 @@ static tpu_status_t clamp_elem(tpu_lower_ctx_t* e, bool max, const char* kernel)
   int ab[2] = {0, 1};
   tpu_dtype_t t;
   TPU_RETURN_IF_ERROR(promoted(e, ab, 2, &t));
-  if (t == TPU_BOOL && !tpu_arg_is_tensor(e, 1)) return tpu_not_implemented(kernel, t);
-  if (tpu_dtype_is_complex(t))
-    return tpu_invalid("%s is not supported for complex inputs", kernel);
+  bool numbers = !tpu_arg_is_tensor(e, 1);
+  if (t == TPU_BOOL && numbers) return tpu_not_implemented(kernel, t);
+  // CPU's NotImplementedErrors: clamp's check for numbers, else the
+  // maximum / minimum kernel's dtype dispatch.
+  if (tpu_dtype_is_complex(t)) {
+    if (numbers)
+      return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "clamp is not supported for complex types");
+    return tpu_not_implemented(max ? "maximum_cpu" : "minimum_cpu", t);
+  }
   tpu_val_t v[2];
   TPU_RETURN_IF_ERROR(tpu_lower_broadcast_inputs(e, ab, 2, t, v));
   tpu_lower_out(e, 0, max ? tpu_ew_max(e, v[0], v[1]) : tpu_ew_min(e, v[0], v[1]));
@@ -186,10 +192,10 @@ static tpu_status_t pow_elem(tpu_lower_ctx_t* e) {
   return TPU_OK;
 }
 
-// lerp(self, end, weight): PyTorch's formula, exact at both ends:
-// weight < 0.5 ? self + weight * (end - self) : end + (weight - 1) * (end - self).
+// lerp(self, end, weight): lerp's formula (tpu_ew_lerp), floating and
+// complex dtypes, with the dtype checks and kernel names of CPU's
+// _foreach_lerp.
 static tpu_status_t lerp_elem(tpu_lower_ctx_t* e) {
-  tpu_graph_t* g = e->g;
   tpu_dtype_t t = tpu_arg_value_dtype(e, 0);
   if (tpu_arg_value_dtype(e, 1) != t)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
@@ -200,20 +206,12 @@ static tpu_status_t lerp_elem(tpu_lower_ctx_t* e) {
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "expected dtype %s for `weight` but got dtype %s", tpu_dtype_cpp_name(t),
                            tpu_dtype_cpp_name(tpu_arg_value_dtype(e, 2)));
-  if (!tpu_dtype_is_float(t))  // (complex lerp is not supported on tpu)
+  if (!tpu_dtype_is_float(t) && !tpu_dtype_is_complex(t))
     return tpu_not_implemented(weight_tensor ? "lerp_kernel_tensor" : "lerp_kernel_scalar", t);
   int all[3] = {0, 1, 2};
   tpu_val_t v[3];
   TPU_RETURN_IF_ERROR(tpu_lower_broadcast_inputs(e, all, 3, tpu_opmath(t), v));
-  tpu_val_t w = v[2];
-  tpu_val_t small = tpu_ir_compare(g, TPU_CMP_LT, tpu_ir_unary(g, TPU_IR_ABS, w),
-                                   tpu_lower_const_like(e, w, 0.5));
-  tpu_val_t coeff = tpu_ir_select(g, small, w,
-                                  tpu_ir_binary(g, TPU_IR_SUB, w, tpu_lower_const_like(e, w, 1)));
-  tpu_val_t base = tpu_ir_select(g, small, v[0], v[1]);
-  tpu_val_t diff = tpu_ir_binary(g, TPU_IR_SUB, v[1], v[0]);
-  tpu_val_t r = tpu_ir_binary(g, TPU_IR_ADD, base, tpu_ir_binary(g, TPU_IR_MUL, coeff, diff));
-  tpu_lower_out(e, 0, tpu_ir_convert(g, r, t));
+  tpu_lower_out(e, 0, tpu_ir_convert(e->g, tpu_ew_lerp(e, v[0], v[1], v[2]), t));
   return TPU_OK;
 }
 
@@ -325,27 +323,50 @@ static tpu_val_t reduce_all(tpu_lower_ctx_t* e, tpu_val_t x, double init, tpu_bo
   return r;
 }
 
-// The dtype rules of linalg.vector_norm (and _foreach_powsum): floating
-// inputs, an optional result dtype that the input converts to without
-// narrowing.
+// The dtype rules of linalg.vector_norm (and _foreach_powsum): floating or
+// complex inputs, an optional dtype that the input converts to without
+// narrowing (complex for complex inputs). *out: the dtype to compute in
+// (the result is its real dtype).
 static tpu_status_t norm_dtypes(tpu_lower_ctx_t* e, const char* int_kernel,
                                 tpu_dtype_t* out) {
   tpu_dtype_t in = tpu_arg_value_dtype(e, 0);
-  if (tpu_dtype_is_complex(in))
-    return tpu_status_make(TPU_CODE_UNIMPLEMENTED,
-                           "%s: complex tensors are not supported on tpu", e->row->name);
-  if (!tpu_dtype_is_float(in)) {
+  bool complex = tpu_dtype_is_complex(in);
+  if (!tpu_dtype_is_float(in) && !complex) {
     if (int_kernel) return tpu_not_implemented(int_kernel, TPU_I64);
     return tpu_invalid("linalg.vector_norm: Expected a floating point or complex tensor "
                    "as input. Got %s", tpu_dtype_torch_name(in));
   }
   *out = tpu_arg_dtype(e, 2, in);
+  if (complex != tpu_dtype_is_complex(*out))
+    return tpu_invalid("linalg.vector_norm: dtype should be %s for %s inputs, but got %s",
+                       complex ? "complex" : "real", complex ? "complex" : "real",
+                       tpu_dtype_torch_name(*out));
   if (*out != in && tpu_promote_types(in, *out) != *out)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "linalg.vector_norm: the dtype of the input (%s) should be "
                            "convertible without narrowing to the specified dtype (%s)",
                            tpu_dtype_torch_name(in), tpu_dtype_torch_name(*out));
   return TPU_OK;
+}
+
+// The real dtype of a complex one (others unchanged).
+static tpu_dtype_t real_of(tpu_dtype_t t) {
+  return t == TPU_C64 ? TPU_F32 : t == TPU_C128 ? TPU_F64 : t;
+}
+
+// sum(|x|^p) of argument 0 in the real dtype of `out` (norm_dtypes), p a
+// number (argument 1, an input unless 1 or 2). |x| is XLA's abs, also of a
+// complex x, as CPU's std::abs (its norms square |x| for p = 2 too).
+static tpu_val_t abs_pow_sum(tpu_lower_ctx_t* e, tpu_dtype_t out, double p) {
+  tpu_graph_t* g = e->g;
+  tpu_dtype_t c = tpu_opmath(out), rc = real_of(c);
+  tpu_val_t a = tpu_ir_unary(g, TPU_IR_ABS, tpu_lower_input(e, 0, c));
+  if (p == 1) return reduce_all(e, a, 0, TPU_BODY_ADD);
+  if (p == 2) return reduce_all(e, tpu_ir_binary(g, TPU_IR_MUL, a, a), 0, TPU_BODY_ADD);
+  tpu_val_t pv = tpu_lower_input(e, 1, rc);
+  const tpu_type_t* at = tpu_ir_type(g, a);
+  tpu_val_t ap = tpu_ir_binary(g, TPU_IR_POW, a, tpu_ir_broadcast(g, pv, at->dims, at->rank, NULL));
+  return reduce_all(e, ap, 0, TPU_BODY_ADD);
 }
 
 // linalg.vector_norm(self, ord) over all elements.
@@ -362,50 +383,35 @@ static tpu_status_t norm_elem(tpu_lower_ctx_t* e) {
                                  : "linalg.vector_norm cannot compute the -inf norm on an "
                                    "empty tensor because the operation does not have an "
                                    "identity");
-  tpu_dtype_t c = tpu_opmath(out);
-  tpu_val_t x = tpu_lower_input(e, 0, c);
-  tpu_val_t a = tpu_ir_unary(g, TPU_IR_ABS, x), r;
-  if (p == 0) {
-    r = reduce_all(e, tpu_ir_convert(g, tpu_ir_compare(g, TPU_CMP_NE, x, tpu_lower_const_like(e, x, 0)), c),
-                   0, TPU_BODY_ADD);
+  tpu_dtype_t rc = real_of(tpu_opmath(out));
+  tpu_val_t r;
+  if (p == 0 || isinf(p)) {
+    tpu_val_t a = tpu_ir_unary(g, TPU_IR_ABS, tpu_lower_input(e, 0, tpu_opmath(out)));
+    if (p == 0)
+      r = reduce_all(e, tpu_ir_convert(g, tpu_ew_cmp_k(e, TPU_CMP_NE, a, 0), rc), 0,
+                     TPU_BODY_ADD);
+    else
+      r = reduce_all(e, a, p > 0 ? 0 : INFINITY, p > 0 ? TPU_BODY_MAX : TPU_BODY_MIN);
   } else if (p == 1) {
-    r = reduce_all(e, a, 0, TPU_BODY_ADD);
+    r = abs_pow_sum(e, out, p);
   } else if (p == 2) {
-    r = tpu_ir_unary(g, TPU_IR_SQRT, reduce_all(e, tpu_ir_binary(g, TPU_IR_MUL, x, x), 0, TPU_BODY_ADD));
-  } else if (isinf(p)) {
-    r = reduce_all(e, a, p > 0 ? 0 : INFINITY, p > 0 ? TPU_BODY_MAX : TPU_BODY_MIN);
+    r = tpu_ir_unary(g, TPU_IR_SQRT, abs_pow_sum(e, out, p));
   } else {
     // (sum |x|^p)^(1/p); p is an input, so other orders reuse the program.
-    tpu_val_t pv = tpu_lower_input(e, 1, c);
-    const tpu_type_t* at = tpu_ir_type(g, a);
-    tpu_val_t s = reduce_all(e, tpu_ir_binary(g, TPU_IR_POW, a, tpu_ir_broadcast(g, pv, at->dims, at->rank, NULL)),
-                             0, TPU_BODY_ADD);
-    r = tpu_ir_binary(g, TPU_IR_POW, s, tpu_ir_binary(g, TPU_IR_DIV, tpu_ir_const(g, c, 1, NULL, 0), pv));
+    tpu_val_t inv = tpu_ir_binary(g, TPU_IR_DIV, tpu_ir_const(g, rc, 1, NULL, 0),
+                                  tpu_lower_input(e, 1, rc));
+    r = tpu_ir_binary(g, TPU_IR_POW, abs_pow_sum(e, out, p), inv);
   }
-  tpu_lower_out(e, 0, tpu_ir_convert(g, r, out));
+  tpu_lower_out(e, 0, tpu_ir_convert(g, r, real_of(out)));
   return TPU_OK;
 }
 
 // sum(|x|^ord): the norm without its root.
 static tpu_status_t powsum_elem(tpu_lower_ctx_t* e) {
-  tpu_graph_t* g = e->g;
   tpu_dtype_t out;
   TPU_RETURN_IF_ERROR(norm_dtypes(e, "powsum_cpu", &out));
-  double p = tpu_arg_number(e, 1, 2);
-  tpu_dtype_t c = tpu_opmath(out);
-  tpu_val_t x = tpu_lower_input(e, 0, c);
-  tpu_val_t a = tpu_ir_unary(g, TPU_IR_ABS, x), r;
-  if (p == 1) {
-    r = reduce_all(e, a, 0, TPU_BODY_ADD);
-  } else if (p == 2) {
-    r = reduce_all(e, tpu_ir_binary(g, TPU_IR_MUL, x, x), 0, TPU_BODY_ADD);
-  } else {
-    tpu_val_t pv = tpu_lower_input(e, 1, c);
-    const tpu_type_t* at = tpu_ir_type(g, a);
-    r = reduce_all(e, tpu_ir_binary(g, TPU_IR_POW, a, tpu_ir_broadcast(g, pv, at->dims, at->rank, NULL)),
-                   0, TPU_BODY_ADD);
-  }
-  tpu_lower_out(e, 0, tpu_ir_convert(g, r, out));
+  tpu_val_t r = abs_pow_sum(e, out, tpu_arg_number(e, 1, 2));
+  tpu_lower_out(e, 0, tpu_ir_convert(e->g, r, real_of(out)));
   return TPU_OK;
 }
 

@@ -99,10 +99,7 @@ tpu_status_t tpu_lower_nonzero_static(tpu_lower_ctx_t* cx) {
   if (size < 0)
     return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
                            "nonzero_static: 'size' must be an non-negative integer");
-  tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
-  if (tpu_dtype_is_complex(t))
-    return TPU_LOWER_ERROR(TPU_CODE_UNIMPLEMENTED,
-                           "nonzero is not supported for complex tensors on tpu");
+  tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);  // (complex: x != 0 + 0j, as CPU)
   int n = tpu_arg_rank(cx, 0);
   const int64_t* d = tpu_arg_sizes(cx, 0);
   int64_t out[2] = {size, n};

@@ -601,7 +601,8 @@ static tpu_val_t row_norms(tpu_lower_ctx_t* cx, tpu_val_t mag, double p) {
 // embedding_renorm_(self, indices, max_norm, norm_type): each row of self
 // that indices name (once, however often named; negative indices count
 // from the end) whose norm exceeds max_norm is scaled by
-// max_norm / (norm + 1e-7), that factor computed in double as on CPU.
+// max_norm / (norm + 1e-7), that factor computed in double as on CPU and
+// rounded to self's dtype.
 tpu_status_t tpu_lower_embedding_renorm(tpu_lower_ctx_t* cx) {
   if (tpu_arg_rank(cx, 0) != 2)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
@@ -658,7 +659,9 @@ tpu_status_t tpu_lower_embedding_renorm(tpu_lower_ctx_t* cx) {
   tpu_val_t scale = tpu_ew_div(g, max_norm, tpu_ew_add(g, nd, k(cx, nd, 1e-7)));
   tpu_val_t scale_rows = and2(cx, named, tpu_ir_compare(g, TPU_CMP_GT, nd, max_norm));
   scale = sel(cx, scale_rows, scale, k(cx, scale, 1));
-  scale = tpu_ir_convert(g, tpu_ir_convert(g, scale, rt), ct);
+  // CPU multiplies by that factor rounded to self's dtype (bfloat16 and
+  // float16 too, not their float32 opmath; bit for bit on random rows)
+  scale = tpu_ir_convert(g, tpu_ir_convert(g, scale, st), ct);
   int64_t bdim = 0;
   tpu_val_t r = tpu_ew_mul(g, x, tpu_ir_broadcast(g, scale, sizes, 2, &bdim));
   tpu_lower_out(cx, 0, tpu_ir_convert(g, sel(cx, tpu_ir_broadcast(g, scale_rows, sizes, 2, &bdim),
@@ -768,6 +771,8 @@ tpu_status_t tpu_lower_rrelu_with_noise(tpu_lower_ctx_t* cx) {
     tpu_lower_write_arg(cx, 1, new_noise);
   }
   tpu_lower_out(cx, 0, tpu_ir_convert(g, r, t));
-  if (cx->num_out_dtypes == 0) tpu_lower_out(cx, 1, new_noise);
+  // The functional and in-place forms return (or write) the noise too; the
+  // out= form has one target and updates the noise as an input.
+  if (cx->num_out_dtypes != 1) tpu_lower_out(cx, 1, new_noise);
   return TPU_OK;
 }

@@ -560,11 +560,10 @@ tpu_status_t tpu_lower_norm(tpu_lower_ctx_t* cx) { return vector_norm(cx, true);
 
 // logsumexp(self, dim, keepdim=False): max-shifted, with infinite maxima
 // shifted by 0 (as PyTorch) so that all -inf gives -inf and +inf gives inf.
+// Complex tensors are shifted by the maximum of their real parts (CPU's
+// choice: exp(x - m) then has modulus at most 1).
 tpu_status_t tpu_lower_logsumexp(tpu_lower_ctx_t* cx) {
   tpu_dtype_t in = tpu_arg_value_dtype(cx, 0);
-  if (tpu_dtype_is_complex(in))
-    return tpu_status_make(TPU_CODE_UNIMPLEMENTED, "logsumexp of complex tensors is not "
-                           "supported on the tpu device");
   tpu_dtype_t out = tpu_to_float(in);
   int rank = tpu_arg_rank(cx, 0);
   const int64_t* sizes = tpu_arg_sizes(cx, 0);
@@ -573,10 +572,12 @@ tpu_status_t tpu_lower_logsumexp(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(reduce_dims(cx, 1, rank, dims, &n));
   tpu_graph_t* g = cx->g;
   tpu_val_t x = tpu_lower_input(cx, 0, tpu_opmath(out));
-  tpu_val_t m = reduce(cx, x, dims, n, TPU_BODY_MAX);
+  bool complex = tpu_dtype_is_complex(out);
+  tpu_val_t m = reduce(cx, complex ? tpu_ir_unary(g, TPU_IR_REAL, x) : x, dims, n, TPU_BODY_MAX);
   tpu_val_t inf = tpu_lower_const_like(cx, m, INFINITY);
   m = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_EQ, tpu_ir_unary(g, TPU_IR_ABS, m), inf),
                     tpu_lower_const_like(cx, m, 0), m);
+  if (complex) m = tpu_ir_convert(g, m, tpu_opmath(out));  // (m + 0j)
   tpu_val_t e = tpu_ir_unary(g, TPU_IR_EXP, tpu_ir_binary(g, TPU_IR_SUB, x, unreduce(cx, m, x, dims, n)));
   tpu_val_t r = tpu_ir_binary(g, TPU_IR_ADD,
                               tpu_ir_unary(g, TPU_IR_LOG, reduce(cx, e, dims, n, TPU_BODY_ADD)), m);

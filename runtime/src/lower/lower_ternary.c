@@ -4,8 +4,29 @@
 
 //===--- ternary ops ---===//
 
-// lerp.Scalar(self, end, weight) / lerp.Tensor(self, end, weight):
-// self + w * (end - self) for |w| < 0.5, else end - (end - self) * (1 - w).
+// self + w * (end - self) for a small weight, else end - (end - self) * (1 - w):
+// PyTorch's lerp, exact at both ends. A complex weight is small when
+// re^2 + im^2 < 0.25, CPU's test (no square root), else |w| < 0.5.
+tpu_val_t tpu_ew_lerp(tpu_lower_ctx_t* cx, tpu_val_t self, tpu_val_t end, tpu_val_t w) {
+  tpu_graph_t* g = cx->g;
+  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
+  tpu_val_t small;
+  if (tpu_dtype_is_complex(tpu_ir_dtype(g, w))) {
+    tpu_val_t re = tpu_ir_unary(g, TPU_IR_REAL, w), im = tpu_ir_unary(g, TPU_IR_IMAG, w);
+    tpu_val_t abs2 = tpu_ew_add(g, tpu_ew_mul(g, re, re), tpu_ew_mul(g, im, im));
+    small = tpu_ew_cmp_k(cx, TPU_CMP_LT, abs2, 0.25);
+  } else {
+    small = tpu_ew_cmp_k(cx, TPU_CMP_LT, tpu_ir_unary(g, TPU_IR_ABS, w), 0.5);
+  }
+  tpu_val_t diff = tpu_ew_sub(g, end, self);
+  tpu_val_t lo = tpu_ew_add(g, self, tpu_ew_mul(g, w, diff));
+  tpu_val_t rest = tpu_ew_sub(g, tpu_lower_const_like(cx, w, 1), w);
+  tpu_val_t hi = tpu_ew_sub(g, end, tpu_ew_mul(g, diff, rest));
+  return tpu_ir_select(g, small, lo, hi);
+}
+
+// lerp.Scalar(self, end, weight) / lerp.Tensor(self, end, weight): floating
+// and complex dtypes, as on CPU.
 tpu_status_t tpu_lower_lerp(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
   tpu_dtype_t e = tpu_arg_value_dtype(cx, 1);
@@ -18,18 +39,12 @@ tpu_status_t tpu_lower_lerp(tpu_lower_ctx_t* cx) {
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
                            "expected dtype %s for `weight` but got dtype %s",
                            tpu_dtype_cpp_name(t), tpu_dtype_cpp_name(tpu_arg_value_dtype(cx, 2)));
-  if (!tpu_dtype_is_float(t)) return tpu_not_implemented(cx->row->name, t);
-  tpu_graph_t* g = cx->g;
+  if (!tpu_dtype_is_float(t) && !tpu_dtype_is_complex(t))
+    return tpu_not_implemented(cx->row->name, t);
   int args[3] = {0, 1, 2};
   tpu_val_t v[3];
   TPU_RETURN_IF_ERROR(tpu_lower_broadcast_inputs(cx, args, 3, tpu_opmath(t), v));
-  tpu_val_t a = v[0], b = v[1], w = v[2];
-  tpu_val_t diff = tpu_ew_sub(g, b, a);
-  tpu_val_t small = tpu_ew_cmp_k(cx, TPU_CMP_LT, tpu_ir_unary(g, TPU_IR_ABS, w), 0.5);
-  tpu_val_t lo = tpu_ew_add(g, a, tpu_ew_mul(g, w, diff));
-  tpu_val_t rest = tpu_ew_sub(g, tpu_lower_const_like(cx, w, 1), w);
-  tpu_val_t hi = tpu_ew_sub(g, b, tpu_ew_mul(g, diff, rest));
-  tpu_lower_out(cx, 0, tpu_ir_convert(g, tpu_ir_select(g, small, lo, hi), t));
+  tpu_lower_out(cx, 0, tpu_ir_convert(cx->g, tpu_ew_lerp(cx, v[0], v[1], v[2]), t));
   return TPU_OK;
 }
 
