@@ -34,6 +34,8 @@ c10::ScalarType to_torch(tpu_dtype_t t);
 // torch.set_float32_matmul_precision now: the precision of an op's float32
 // products (tpu_call_t.precision).
 tpu_precision_t matmul_precision();
+// torch.get_default_dtype() now (tpu_call_t.default_float).
+tpu_dtype_t default_float();
 
 // The runtime's view of a tpu tensor (its storage slot and geometry).
 tpu_view_t view_of(const at::Tensor& t);

@@ -85,6 +85,8 @@ tpu_precision_t matmul_precision() {
   }
 }
 
+tpu_dtype_t default_float() { return to_tpu(c10::get_default_dtype_as_scalartype()); }
+
 c10::ScalarType to_torch(tpu_dtype_t t) {
   switch (t) {
     case TPU_BOOL: return c10::ScalarType::Bool;
@@ -164,14 +166,19 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Device getDevice() const override { return {kType, tls_device}; }
   void setDevice(c10::Device d) const override { set_current_device(d.index()); }
   void uncheckedSetDevice(c10::Device d) const noexcept override { tls_device = d.index(); }
+  // A device without an index (torch.Stream("tpu")) is the current one, as
+  // for CUDA's streams; a stream of device -1 named no device to work on.
+  static c10::Device indexed(c10::Device d) {
+    return d.has_index() ? d : c10::Device(kType, tls_device);
+  }
   c10::Stream getStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+    return c10::Stream(c10::Stream::DEFAULT, indexed(d));
   }
   c10::Stream getNewStream(c10::Device d, int) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+    return c10::Stream(c10::Stream::DEFAULT, indexed(d));
   }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+    return c10::Stream(c10::Stream::DEFAULT, indexed(d));
   }
   c10::Stream exchangeStream(c10::Stream s) const override {
     return c10::Stream(c10::Stream::DEFAULT, s.device());
@@ -219,9 +226,20 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
     delete static_cast<TpuEvent*>(event);
   }
+  // As CUDA's: whether the work queued so far has ended, without waiting for
+  // it (a point launches what fused mode recorded, as Event.record does).
+  // Once it has ended, pending device-side errors raise, as at a sync.
   bool queryStream(const c10::Stream& s) const override {
-    synchronizeStream(s);
-    return true;
+    tpu_point_t* point = nullptr;
+    bool done;
+    {
+      PythonLockReleased unlocked;
+      check(tpu_point_record(s.device_index(), &point));
+      done = tpu_point_reached(point);
+      tpu_point_release(point);
+    }
+    if (done) synchronizeStream(s);
+    return done;
   }
   void synchronizeStream(const c10::Stream& s) const override {
     PythonLockReleased unlocked;

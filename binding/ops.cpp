@@ -672,7 +672,8 @@ class RowKernel final : public c10::OperatorKernel {
     tpu_call_t c{row_, a.device, a.args.data(), static_cast<int>(a.args.size()),
                  call.into ? TPU_WRITE_INTO : TPU_WRITE_NEW,
                  out_dtypes.empty() ? nullptr : out_dtypes.data(),
-                 static_cast<int>(out_dtypes.size()), &prepare, &call, matmul_precision()};
+                 static_cast<int>(out_dtypes.size()), &prepare, &call, matmul_precision(),
+                 default_float()};
     tpu_status_t status = tpu_op_call(&c);
     if (status && !call.grow.empty()) {  // see resize_out
       tpu_status_free(status);

@@ -50,7 +50,10 @@ void host_sync() {
 
 at::Tensor empty_memory_format(c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<at::Layout>, std::optional<at::Device> device,
-                               std::optional<bool>, std::optional<at::MemoryFormat> memory_format) {
+                               std::optional<bool> pin_memory,
+                               std::optional<at::MemoryFormat> memory_format) {
+  // CUDA's check (torch.empty(n, device="cuda", pin_memory=True) raises).
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
   c10::DeviceIndex idx = device && device->has_index() ? device->index() : current_device();
   c10::ScalarType t = dtype.value_or(c10::get_default_dtype_as_scalartype());
   to_tpu(t);  // rejects unsupported dtypes early
@@ -63,7 +66,8 @@ at::Tensor empty_memory_format(c10::SymIntArrayRef size, std::optional<at::Scala
 
 at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
                          std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
-                         std::optional<at::Device> device, std::optional<bool>) {
+                         std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");
   c10::DeviceIndex idx = device && device->has_index() ? device->index() : current_device();
   c10::ScalarType t = dtype.value_or(c10::get_default_dtype_as_scalartype());
   to_tpu(t);

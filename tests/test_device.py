@@ -30,6 +30,12 @@ def test_current_and_set_device():
     with torch.tpu.device(1):
         assert torch.tpu.current_device() == 1
         assert torch.ones(1, device="tpu").device.index == 1
+        # A stream made without an index is the current device's, as CUDA's
+        # (it had index -1, a device that its query() could not name).
+        s = torch.Stream("tpu")
+        assert s.device == torch.device("tpu:1") and s.query()
+    assert torch.tpu.current_device() == 0
+    torch.tpu.set_device(-1)  # as torch.cuda.set_device: a negative index is a no-op
     assert torch.tpu.current_device() == 0
 
 
@@ -160,6 +166,31 @@ def test_event_errors():
     untimed.record()
     with pytest.raises(ValueError, match="enable_timing=True"):
         timed.elapsed_time(untimed)
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_stream_query_does_not_wait(mode):
+    # As CUDA's: query() says whether the queued work has ended, without
+    # waiting for it (it synchronized, then answered True).
+    with torchtpu.mode(mode):
+        x = torch.randn(1024, 1024, device="tpu")
+        torch.tpu.synchronize()
+        s = torch.tpu.current_stream()
+        for _ in range(12):
+            x = torch.tanh(x @ x)
+        assert not s.query()
+        torch.tpu.synchronize()
+        assert s.query() and torch.Stream("tpu").query()
+
+
+def test_factories_refuse_pinned_memory_on_tpu():
+    # As CUDA's: only CPU tensors can be pinned (tpu ignored pin_memory=True).
+    for make in (lambda: torch.empty(3, device="tpu", pin_memory=True),
+                 lambda: torch.ones(3, device="tpu", pin_memory=True),
+                 lambda: torch.empty_strided((3,), (1,), device="tpu", pin_memory=True)):
+        with pytest.raises(RuntimeError, match="Only dense CPU tensors can be pinned"):
+            make()
+    assert torch.empty(3, pin_memory=True).is_pinned()
 
 
 def test_event_in_fused_mode():

@@ -61,6 +61,31 @@ def test_int_to_float_rules():
         assert t.sum().dtype == torch.int64 and (t > 2).sum().dtype == torch.int64
 
 
+@pytest.mark.parametrize("default", [torch.float64, torch.bfloat16, torch.float16], ids=str)
+def test_default_dtype_in_promotion(default):
+    # torch.set_default_dtype decides what a Python float promotes to, what
+    # an integer op's float result is and the dtype of factories without
+    # one; tpu computed all of these in float32 whatever the default.
+    x = torch.arange(1, 7).reshape(2, 3)
+    t = x.tpu()
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(default)
+    try:
+        with NoFallback():
+            for f in (lambda v: v * 0.5, lambda v: v / 2, torch.sqrt, lambda v: v + 1.5j,
+                      lambda v: torch.true_divide(v, 4), lambda v: v.logsumexp(1)):
+                e, a = f(x), f(t)
+                if e.dtype == torch.complex32:
+                    continue  # no PJRT type: complex64 on tpu
+                assert a.dtype == e.dtype, (default, e.dtype, a.dtype)
+                torch.testing.assert_close(a.cpu(), e)
+            w = torch.kaiser_window(6, device="tpu")
+            assert w.dtype == default
+            torch.testing.assert_close(w.cpu(), torch.kaiser_window(6), atol=1e-2, rtol=1e-2)
+    finally:
+        torch.set_default_dtype(old)
+
+
 OPS = [
     lambda x: x.sum(1, keepdim=True), lambda x: x.mean(0), lambda x: x.amax((0, 2)),
     lambda x: x.max(1), lambda x: x.var(2, correction=0), lambda x: x.softmax(1),

@@ -663,9 +663,12 @@ def test_inplace_abs_of_complex_is_refused():
 def test_special_function_errors():
     check_error(lambda u: torch.polygamma(-1, u), torch.rand(3))
     check_error(lambda u: torch.mvlgamma(u, 0), torch.rand(3) + 2)
-    with pytest.raises(RuntimeError, match=r"greater than \(p-1\)/2"):
-        torch.mvlgamma(torch.tensor([0.1], device="tpu"), 2).cpu()
-    assert torch.ones(2, device="tpu").sum().item() == 2  # the device goes on
+    # CPU (torch 2.13) computes x <= (p-1)/2 instead of raising: so does tpu
+    # (a device-side check raised here, under vmap too).
+    x = torch.tensor([0.1, 0.9, 1.0, 3.0])
+    torch.testing.assert_close(torch.mvlgamma(x.to("tpu"), 3).cpu(), torch.mvlgamma(x, 3))
+    torch.testing.assert_close(torch.func.vmap(lambda t: torch.mvlgamma(t, 2))(
+        x.reshape(2, 2).to("tpu")).cpu(), torch.mvlgamma(x.reshape(2, 2), 2))
 
 
 def test_inplace_through_out_never_broadcasts_self():

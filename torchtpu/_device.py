@@ -64,8 +64,11 @@ def current_device() -> int:
 
 
 def set_device(device) -> None:
+    """As torch.cuda.set_device: a negative index changes nothing."""
     _lazy_init()
-    _C._set_device(_index(device))
+    index = _index(device)
+    if index >= 0:
+        _C._set_device(index)
 
 
 class device:

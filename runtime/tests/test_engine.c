@@ -35,7 +35,7 @@ static tpu_status_t into(void* user, int count, const tpu_result_type_t* types, 
 static tpu_status_t call_op(const char* name, const tpu_arg_t* args, tpu_write_mode_t mode,
                             tpu_prepare_fn prepare, void* user) {
   tpu_call_t c = {tpu_op_lookup(name), -1, args, 2, mode, NULL, 0, prepare, user,
-                  TPU_PRECISION_HIGHEST};
+                  TPU_PRECISION_HIGHEST, TPU_F32};
   return tpu_op_call(&c);
 }
 
@@ -210,7 +210,7 @@ static tpu_status_t add_selected(const tpu_view_t* acc, const tpu_view_t* x,
   tpu_arg_t args[3] = {tensor_arg(x), {TPU_ARG_INT, 0, {0}}, tensor_arg(index)};
   fresh_t f = {0};
   tpu_call_t c = {tpu_op_lookup("index_select"), -1, args, 3, TPU_WRITE_NEW, NULL, 0,
-                  make_fresh, &f, TPU_PRECISION_HIGHEST};
+                  make_fresh, &f, TPU_PRECISION_HIGHEST, TPU_F32};
   CHECK_OK(tpu_op_call(&c));
   tpu_view_t y = tpu_view_contiguous(f.slots[0], TPU_F32, acc->sizes, 1);
   tpu_arg_t add[2] = {tensor_arg(acc), tensor_arg(&y)};

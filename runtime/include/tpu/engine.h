@@ -229,6 +229,10 @@ typedef struct tpu_call {
   tpu_prepare_fn prepare;  // provides the targets of the results
   void* user;
   tpu_precision_t precision;  // of the op's float32 products
+  // torch.get_default_dtype(): the dtype of Python floats in promotion and
+  // of an integer op's float result (int_tensor / 2, sqrt(int_tensor)). A
+  // dtype that is not a float (0, in callers that leave it out) means F32.
+  tpu_dtype_t default_float;
 } tpu_call_t;
 
 // Runs the call's op and writes its results into the targets `prepare`

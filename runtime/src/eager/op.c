@@ -548,6 +548,7 @@ tpu_status_t tpu_op_call(const tpu_call_t* call) {
   cx.dev = d;
   cx.out_dtypes = call->out_dtypes;
   cx.num_out_dtypes = call->num_out_dtypes;
+  cx.default_float = call->default_float;
   tpu_status_t s = row->lower(&cx);
   if (!s) s = tpu_graph_take_error(d->graph);
   if (!s && cx.num_outs == 0)

@@ -80,6 +80,7 @@ struct tpu_lower_ctx {
   struct tpu_dev* dev;  // the engine's device (opaque here)
   const tpu_dtype_t* out_dtypes;  // out= variants: the out tensors' dtypes
   int num_out_dtypes;
+  tpu_dtype_t default_float;  // torch.get_default_dtype() (tpu_call_t's)
 };
 
 //===--- arguments ---===//
@@ -155,8 +156,10 @@ tpu_dtype_t tpu_lower_result_type(const tpu_lower_ctx_t* cx, const int* args,
                                   int n);
 // The dtype PyTorch computes elementwise math in (f32 for f16/bf16).
 tpu_dtype_t tpu_opmath(tpu_dtype_t t);
-tpu_dtype_t tpu_default_float(void);  // F32
-tpu_dtype_t tpu_to_float(tpu_dtype_t t);  // integral/bool -> default float
+// torch.get_default_dtype() of the call being lowered.
+tpu_dtype_t tpu_default_float(const tpu_lower_ctx_t* cx);
+// integral/bool -> the default float; others unchanged
+tpu_dtype_t tpu_to_float(const tpu_lower_ctx_t* cx, tpu_dtype_t t);
 
 // Broadcasts two shapes (right-aligned); error in PyTorch's words.
 TPU_MUST_USE tpu_status_t tpu_broadcast_shapes(const int64_t* a, int ra,

@@ -22,7 +22,7 @@ tpu_status_t tpu_ew_promotion_error(tpu_lower_ctx_t* cx, int a, int b) {
 tpu_status_t tpu_ew_rule(tpu_lower_ctx_t* cx, tpu_rule_t rule, tpu_dtype_t t,
                          tpu_dtype_t* out) {
   switch (rule) {
-    case TPU_RULE_FLOAT: *out = tpu_to_float(t); return TPU_OK;
+    case TPU_RULE_FLOAT: *out = tpu_to_float(cx, t); return TPU_OK;
     case TPU_RULE_BOOL: *out = TPU_BOOL; return TPU_OK;
     case TPU_RULE_INTEGRAL:
       if (!tpu_dtype_is_integral(t, true)) return tpu_not_implemented(cx->row->name, t);
@@ -356,7 +356,7 @@ static tpu_status_t div_impl(tpu_lower_ctx_t* cx, const char* mode) {
   TPU_RETURN_IF_ERROR(promote2(cx, &t));
   tpu_graph_t* g = cx->g;
   if (!mode) {  // true division, in float
-    tpu_dtype_t out = tpu_to_float(t);
+    tpu_dtype_t out = tpu_to_float(cx, t);
     tpu_val_t a, b;
     TPU_RETURN_IF_ERROR(binary_inputs(cx, out, tpu_opmath(out), 2, &a, &b));
     tpu_lower_out(cx, 0, tpu_ir_convert(g, tpu_ew_div(g, a, b), out));

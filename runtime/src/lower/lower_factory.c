@@ -171,7 +171,7 @@ static tpu_val_t complex_spaced(tpu_lower_ctx_t* cx, int64_t steps, tpu_dtype_t 
 // linspace.out(Scalar start, Scalar end, int steps, *, Tensor(a!) out)
 tpu_status_t tpu_lower_linspace(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
-  tpu_dtype_t t = tpu_lower_out_dtype(cx, 0, tpu_default_float());
+  tpu_dtype_t t = tpu_lower_out_dtype(cx, 0, tpu_default_float(cx));
   int64_t steps = tpu_arg_int(cx, 2, 0);
   TPU_RETURN_IF_ERROR(check_steps(steps));
   if (!space_dtype_ok(t)) return tpu_not_implemented("linspace_cpu", t);
@@ -206,7 +206,7 @@ tpu_status_t tpu_lower_linspace(tpu_lower_ctx_t* cx) {
 // Tensor(a!) out): base ** linspace(start, end).
 tpu_status_t tpu_lower_logspace(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
-  tpu_dtype_t t = tpu_lower_out_dtype(cx, 0, tpu_default_float());
+  tpu_dtype_t t = tpu_lower_out_dtype(cx, 0, tpu_default_float(cx));
   int64_t steps = tpu_arg_int(cx, 2, 0);
   double base = tpu_arg_float(cx, 3, 10);
   TPU_RETURN_IF_ERROR(check_steps(steps));
@@ -266,7 +266,7 @@ tpu_status_t tpu_lower_eye(tpu_lower_ctx_t* cx) {
   if (m < 0)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "m must be greater or equal to 0, got %lld",
                            (long long)m);
-  tpu_dtype_t t = tpu_lower_out_dtype(cx, 0, tpu_default_float());
+  tpu_dtype_t t = tpu_lower_out_dtype(cx, 0, tpu_default_float(cx));
   int64_t dims[2] = {n, m};
   tpu_val_t diag = tpu_ir_compare(g, TPU_CMP_EQ, tpu_ir_iota(g, TPU_I64, dims, 2, 0),
                                   tpu_ir_iota(g, TPU_I64, dims, 2, 1));

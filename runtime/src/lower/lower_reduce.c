@@ -564,7 +564,7 @@ tpu_status_t tpu_lower_norm(tpu_lower_ctx_t* cx) { return vector_norm(cx, true);
 // choice: exp(x - m) then has modulus at most 1).
 tpu_status_t tpu_lower_logsumexp(tpu_lower_ctx_t* cx) {
   tpu_dtype_t in = tpu_arg_value_dtype(cx, 0);
-  tpu_dtype_t out = tpu_to_float(in);
+  tpu_dtype_t out = tpu_to_float(cx, in);
   int rank = tpu_arg_rank(cx, 0);
   const int64_t* sizes = tpu_arg_sizes(cx, 0);
   int64_t dims[TPU_MAX_RANK];

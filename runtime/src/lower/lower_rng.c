@@ -567,7 +567,7 @@ tpu_status_t tpu_lower_native_dropout_backward(tpu_lower_ctx_t* cx) {
   tpu_dtype_t t = tpu_lower_result_type(cx, gm, 2);
   if (t == TPU_DTYPE_INVALID)
     return tpu_status_make(TPU_CODE_INVALID_ARGUMENT, "native_dropout_backward: bad dtypes");
-  tpu_dtype_t out = tpu_dtype_is_integral(t, true) ? tpu_default_float() : t;
+  tpu_dtype_t out = tpu_dtype_is_integral(t, true) ? tpu_default_float(cx) : t;
   tpu_dtype_t compute = tpu_opmath(out);
   tpu_val_t v[2];
   TPU_RETURN_IF_ERROR(tpu_lower_broadcast_inputs(cx, gm, 2, t, v));

@@ -182,7 +182,7 @@ tpu_status_t tpu_lower_angle(tpu_lower_ctx_t* cx) {
                                        tpu_ir_unary(g, TPU_IR_REAL, z)));
     return TPU_OK;
   }
-  tpu_dtype_t out = tpu_to_float(t);
+  tpu_dtype_t out = tpu_to_float(cx, t);
   tpu_val_t x = tpu_lower_input(cx, 0, tpu_opmath(out));
   tpu_val_t r = tpu_ir_select(g, tpu_ew_cmp_k(cx, TPU_CMP_LT, x, 0), tpu_lower_const_like(cx, x, M_PI),
                               tpu_lower_const_like(cx, x, 0));

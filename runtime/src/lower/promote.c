@@ -48,12 +48,16 @@ tpu_dtype_t tpu_opmath(tpu_dtype_t t) {
              ? TPU_F32 : t;
 }
 
-tpu_dtype_t tpu_default_float(void) { return TPU_F32; }
-
-tpu_dtype_t tpu_to_float(tpu_dtype_t t) {
-  return tpu_dtype_is_integral(t, true) ? tpu_default_float() : t;
+tpu_dtype_t tpu_default_float(const tpu_lower_ctx_t* cx) {
+  return tpu_dtype_is_float(cx->default_float) ? cx->default_float : TPU_F32;
 }
 
+tpu_dtype_t tpu_to_float(const tpu_lower_ctx_t* cx, tpu_dtype_t t) {
+  return tpu_dtype_is_integral(t, true) ? tpu_default_float(cx) : t;
+}
+
+// PyTorch's default complex dtype follows the default float: complex128 for
+// float64 (complex32 for float16, which has no PJRT type: complex64 here).
 static tpu_dtype_t to_complex(tpu_dtype_t t) {
   return t == TPU_F64 ? TPU_C128 : TPU_C64;
 }
@@ -86,8 +90,8 @@ tpu_dtype_t tpu_lower_result_type(const tpu_lower_ctx_t* cx, const int* args,
       t = a->scalar.dtype;
       tier = a->scalar.tier;
       if (tier == TPU_TIER_WRAPPED) {
-        if (tpu_dtype_is_float(t)) t = tpu_default_float();
-        else if (tpu_dtype_is_complex(t)) t = TPU_C64;
+        if (tpu_dtype_is_float(t)) t = tpu_default_float(cx);
+        else if (tpu_dtype_is_complex(t)) t = to_complex(tpu_default_float(cx));
       }
     } else {
       continue;
