@@ -1,7 +1,7 @@
 // The tpu device allocator. A storage's DataPtr context is one reference to
 // a runtime storage slot; its data address is the slot's address, a unique
 // non-null token that is never dereferenced (bytes move only through the
-// runtime's copies).
+// runtime's copies), or null while the storage is empty, as CPU's and CUDA's.
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
@@ -85,7 +85,24 @@ c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes) {
   ensure_runtime();
   tpu_slot_t* slot = nullptr;
   check(tpu_slot_create(device, nbytes, &slot));
-  return {slot, slot, &delete_slot, c10::Device(c10::DeviceType::PrivateUse1, device)};
+  // An empty storage's address is null, as CPU's and CUDA's allocators make
+  // it: PyTorch compares it with its tensors' (0 when they have no elements),
+  // and torch.export.save, finding them apart, raised "numel: integer
+  // multiplication overflow" for an empty weight. The slot stays the context.
+  return {nbytes ? slot : nullptr, slot, &delete_slot,
+          c10::Device(c10::DeviceType::PrivateUse1, device)};
+}
+
+void resize_slot(const c10::Storage& storage, size_t nbytes) {
+  tpu_slot_t* slot = slot_of(storage);
+  check(tpu_slot_resize(slot, nbytes));
+  c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  impl->set_nbytes(nbytes);
+  // A storage that was empty gets the slot's address (allocate_on); the old
+  // DataPtr lets go of the slot without releasing it.
+  if (nbytes > 0 && storage.data() == nullptr)
+    impl->set_data_ptr(c10::DataPtr(slot, slot, &delete_slot, storage.device()))
+        .release_context();
 }
 
 std::pair<size_t, size_t> mem_get_info(c10::DeviceIndex device) {

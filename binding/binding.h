@@ -47,6 +47,8 @@ c10::Allocator* allocator();
 // torch.accelerator.memory_stats() report.
 c10::CachingDeviceAllocator::DeviceStats device_stats(c10::DeviceIndex device);
 c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes);
+// Resizes a storage's slot to `nbytes`, keeping its contents.
+void resize_slot(const c10::Storage& storage, size_t nbytes);
 // (free, total) bytes of the device's memory: torch.tpu.mem_get_info and
 // torch.accelerator.get_memory_info.
 std::pair<size_t, size_t> mem_get_info(c10::DeviceIndex device);

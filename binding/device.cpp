@@ -389,14 +389,15 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
     return at::make_generator<TpuGenerator>(d < 0 ? tls_device : d);
   }
   at::Device getDeviceFromPtr(void* data) const override {
+    // An empty storage's address is null (allocate_on): no slot to ask.
+    if (!data) return {c10::DeviceType::PrivateUse1, current_device()};
     return {c10::DeviceType::PrivateUse1,
             static_cast<c10::DeviceIndex>(tpu_slot_device(static_cast<tpu_slot_t*>(data)))};
   }
   bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
   c10::Allocator* getPinnedMemoryAllocator() const override { return &pinned_allocator; }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
-    check(tpu_slot_resize(slot_of(storage), newsize));
-    storage.unsafeGetStorageImpl()->set_nbytes(newsize);
+    resize_slot(storage, newsize);
   }
 };
 

@@ -28,8 +28,7 @@ namespace torchtpu {
 void ensure_storage(const at::Tensor& self, size_t nbytes) {
   const c10::Storage& st = self.storage();
   if (st.nbytes() >= nbytes) return;
-  check(tpu_slot_resize(slot_of(st), nbytes));
-  st.unsafeGetStorageImpl()->set_nbytes(nbytes);
+  resize_slot(st, nbytes);
 }
 
 namespace {

@@ -151,6 +151,39 @@ def test_save_load_roundtrip():
     assert loaded["bias"].is_tpu and torch.equal(loaded["bias"].cpu(), m.bias.detach())
 
 
+def test_export_save_load_with_an_empty_weight():
+    # An empty tpu storage's address was a non-null token while its tensors'
+    # is 0: torch.export.save, which compares the two to find whole
+    # storages, raised "numel: integer multiplication overflow". It is null,
+    # as on CPU, until the storage grows.
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("z", torch.zeros(0, 3))
+            self.w = torch.nn.Parameter(torch.ones(2))
+
+        def forward(self, x):
+            return x * self.w + self.z.sum()
+
+    m = M().to("tpu")
+    assert m.z.untyped_storage().data_ptr() == 0
+    x = torch.arange(2.0, device="tpu")
+    buf = io.BytesIO()
+    torch.export.save(torch.export.export(m, (x,)), buf)
+    buf.seek(0)
+    loaded = torch.export.load(buf)
+    assert loaded.state_dict["z"].is_tpu and loaded.state_dict["z"].shape == (0, 3)
+    assert loaded.module()(x).cpu().tolist() == [0.0, 1.0]
+    e = torch.empty(0, device="tpu")
+    view = e.view(0, 1)
+    e.resize_(3).fill_(2.0)
+    out = torch.empty(0, device="tpu")
+    torch.add(e, 1, out=out)
+    assert e.untyped_storage().data_ptr() != 0
+    assert view.untyped_storage().data_ptr() == e.untyped_storage().data_ptr()
+    assert e.cpu().tolist() == [2.0] * 3 and out.cpu().tolist() == [3.0] * 3
+
+
 def test_legacy_serialization_says_it_is_not_supported():
     # pickle and torch.save's legacy format copy a storage through its
     # address (from_blob), which a tpu storage has not: the error says so and

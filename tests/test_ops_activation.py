@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import torchtpu
-from conftest import check, check_error, check_ops
+from conftest import NoFallback, check, check_error, check_ops
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 aten = torch.ops.aten
@@ -154,6 +154,17 @@ def test_autograd_float16():
         return [y.detach() for y in ys] + [gx]
 
     check(run, x, atol=ATOL, rtol=RTOL[torch.float16])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_glu_forward_mode_derivative(dtype):
+    # jvp through glu ran aten::glu_jvp on the CPU fallback (counted, right)
+    gen = torch.Generator().manual_seed(5)
+    x, dx = (torch.randn(4, 6, 3, generator=gen, dtype=dtype) * 3 for _ in range(2))
+    for dim in (1, 0, -2):
+        with NoFallback():
+            check(lambda x, dx: torch.func.jvp(lambda t: F.glu(t, dim), (x,), (dx,)), x, dx)
+    check_error(lambda g, x: torch.ops.aten.glu_jvp(g, x, x[:, :2], 1), x[:, :3], x)
 
 
 def test_inplace_and_out():

@@ -481,6 +481,35 @@ tpu_status_t tpu_lower_glu(tpu_lower_ctx_t* cx) {
   return TPU_OK;
 }
 
+// glu_jvp(glu, x, dx, dim): glu's forward-mode derivative, with x = [a, b]
+// and dx = [da, db] halved along dim: da * s + glu * (db - s * db), s =
+// sigmoid(b), as CPU's and CUDA's kernels compute it (in opmath).
+tpu_status_t tpu_lower_glu_jvp(tpu_lower_ctx_t* cx) {
+  int64_t dim;
+  TPU_RETURN_IF_ERROR(glu_dim(cx, 1, 3, &dim));
+  tpu_dtype_t t;
+  TPU_RETURN_IF_ERROR(tpu_ew_rule(cx, TPU_RULE_FLOATING, tpu_arg_value_dtype(cx, 1), &t));
+  int rank = tpu_arg_rank(cx, 1);
+  bool same = tpu_arg_rank(cx, 2) == rank && tpu_arg_rank(cx, 0) == rank;
+  for (int i = 0; same && i < rank; ++i)
+    same = tpu_arg_sizes(cx, 2)[i] == tpu_arg_sizes(cx, 1)[i] &&
+           tpu_arg_sizes(cx, 0)[i] == tpu_arg_sizes(cx, 1)[i] / (i == dim ? 2 : 1);
+  if (!same)
+    return tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                           "glu_jvp: glu must be x halved along dim, and dx shaped as x");
+  tpu_graph_t* g = cx->g;
+  tpu_dtype_t c = tpu_opmath(t);
+  tpu_val_t a, b, da, db;
+  halves(cx, tpu_lower_input(cx, 1, c), dim, &a, &b);
+  halves(cx, tpu_lower_input(cx, 2, c), dim, &da, &db);
+  tpu_val_t s = sigmoid_of(cx, b);
+  tpu_val_t r = tpu_ew_add(g, tpu_ew_mul(g, da, s),
+                           tpu_ew_mul(g, tpu_lower_input(cx, 0, c),
+                                      tpu_ew_sub(g, db, tpu_ew_mul(g, s, db))));
+  tpu_lower_out(cx, 0, tpu_ir_convert(g, r, t));
+  return TPU_OK;
+}
+
 // glu_backward(grad_output, self, dim): CPU stores sigmoid(b) in the
 // tensor's dtype first, then grad_a = s * dy, grad_b = (1 - s) * s * a * dy.
 tpu_status_t tpu_lower_glu_backward(tpu_lower_ctx_t* cx) {
