@@ -288,6 +288,20 @@ def test_multilabel_margin_loss(reduction):
     check(lambda x, t: A.multilabel_margin_loss_forward(x, t, 0), torch.randn(3, 5), y)
 
 
+def test_margin_losses_empty_batch():
+    # A gather from the empty [0, C] input was refused by XLA (slice size 1
+    # of an empty dimension). CPU's value reads uninitialized memory; as
+    # nll_loss, the sum is 0 and the mean 0/0.
+    x, y, t = torch.randn(0, 5), torch.zeros(0, dtype=torch.long), torch.zeros(0, 5).long()
+    for red, want in (("sum", 0.0), ("mean", math.nan)):
+        for f, target in ((F.multi_margin_loss, y), (F.multilabel_margin_loss, t)):
+            with NoFallback():
+                r = f(to_tpu(x), to_tpu(target), reduction=red).cpu()
+            assert r.shape == () and (r.item() == want or math.isnan(want) and r.isnan())
+    check(lambda x, y: F.multi_margin_loss(x, y, reduction="none"), x, y)
+    check(lambda x, t: F.multilabel_margin_loss(x, t, reduction="none"), x, t)
+
+
 def test_margin_loss_errors():
     x = torch.randn(3, 4)
     check_error(lambda x, y: F.multi_margin_loss(x, y), x, torch.tensor([0, 4, 1]))

@@ -164,6 +164,10 @@ FUSED = {
     "sgd_nesterov": lambda p: O.SGD(p, lr=0.05, momentum=0.9, nesterov=True, fused=True),
     "sgd": lambda p: O.SGD(p, lr=0.05, fused=True),
     "adam_tensor_lr": lambda p: O.Adam(p, lr=torch.tensor(0.01), fused=True),
+    # _fused_adagrad_ (PyTorch has it for CPU only) ran on the CPU fallback.
+    "adagrad": lambda p: O.Adagrad(p, lr=0.05, lr_decay=0.01, weight_decay=0.01, fused=True),
+    "adagrad_tensor_lr": lambda p: O.Adagrad(p, lr=torch.tensor(0.05), maximize=True,
+                                             initial_accumulator_value=0.1, fused=True),
 }
 
 
@@ -213,9 +217,9 @@ def test_clip_grad_norm(norm_type):
 
 #===--- AMP grad scaling ---===#
 
-@pytest.mark.parametrize("opt", ["sgd_momentum_wd", "adam", "fused_adam"])
+@pytest.mark.parametrize("opt", ["sgd_momentum_wd", "adam", "fused_adam", "fused_adagrad"])
 def test_grad_scaler(opt):
-    make = FUSED["adam"] if opt == "fused_adam" else CONFIGS[opt](None)
+    make = FUSED[opt[6:]] if opt.startswith("fused_") else CONFIGS[opt](None)
     model = mlp()
     kw = dict(init_scale=2.0 ** 12, growth_factor=2.0, backoff_factor=0.25, growth_interval=2)
     steps, inf_at = 6, (1, 4)

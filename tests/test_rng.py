@@ -60,6 +60,20 @@ def test_same_seed_same_values(name):
     assert not torch.equal(seeded(fn, 124), a), "another seed gives the same values"
 
 
+def test_rank8_draws():
+    # Draws of several words per element were [m, sizes...]: rank 9 for a
+    # rank-8 tensor, past the IR's types (a complex randn crashed).
+    s = (2, 3, 1, 2, 3, 2, 1, 2)
+    for f in (lambda: torch.randn(s, device="tpu"),
+              lambda: torch.randn(s, device="tpu", dtype=torch.complex64),
+              lambda: torch.rand(s, device="tpu", dtype=torch.complex64),
+              lambda: torch.poisson(torch.full(s, 4.0, device="tpu")),
+              lambda: torch._standard_gamma(torch.full(s, 0.7, device="tpu"))):
+        with NoFallback():
+            r = f().cpu()
+        assert r.shape == s and r.isfinite().all() and r.std() > 0
+
+
 def test_successive_draws_do_not_overlap():
     # Each op owns its own Philox stream: the second draw is not the first
     # one shifted by a few blocks.

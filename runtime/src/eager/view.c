@@ -88,6 +88,10 @@ static bool make_plan(const tpu_view_t* v, int64_t n, box_plan_t* p) {
     return v->offset < n;
   }
   int64_t s_last = v->strides[p->order[p->k - 1]];
+  // The dense shape has a dim more than the strided ones where the last
+  // stride is not 1: past TPU_MAX_RANK (a rank-8 view with a step) the view
+  // is gathered instead.
+  if (p->k + (s_last > 1) > TPU_MAX_RANK) return false;
   for (int i = 0; i + 1 < p->k; ++i) {
     int64_t a = v->strides[p->order[i]], b = v->strides[p->order[i + 1]];
     if (a == b || a % b) return false;
@@ -130,7 +134,9 @@ static tpu_val_t pad_to(tpu_graph_t* g, tpu_val_t flat, int64_t n, int64_t padde
   return tpu_ir_pad(g, flat, zero, &lo, &hi, NULL);
 }
 
-// Element indices (i64, shape = view sizes) of a view.
+// Element indices (i64, shape = view sizes) of a view: scalar indices, for
+// a gather or scatter with index_vector_dim = rank (no trailing size-1 dim,
+// which a rank-8 view would not have room for).
 static tpu_val_t element_indices(tpu_graph_t* g, const tpu_view_t* v) {
   tpu_val_t idx = tpu_ir_const_i(g, TPU_I64, v->offset, v->sizes, v->rank);
   for (int d = 0; d < v->rank; ++d) {
@@ -139,10 +145,7 @@ static tpu_val_t element_indices(tpu_graph_t* g, const tpu_view_t* v) {
     tpu_val_t st = tpu_ir_const_i(g, TPU_I64, v->strides[d], v->sizes, v->rank);
     idx = tpu_ir_binary(g, TPU_IR_ADD, idx, tpu_ir_binary(g, TPU_IR_MUL, io, st));
   }
-  int64_t shape[TPU_MAX_RANK + 1];
-  memcpy(shape, v->sizes, sizeof(int64_t) * (size_t)v->rank);
-  shape[v->rank] = 1;
-  return tpu_ir_reshape(g, idx, shape, v->rank + 1);
+  return idx;
 }
 
 tpu_val_t tpu_view_lower_read(tpu_graph_t* g, tpu_val_t flat,

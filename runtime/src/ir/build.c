@@ -474,6 +474,12 @@ tpu_val_t tpu_ir_gather(tpu_graph_t* g, tpu_val_t operand, tpu_val_t indices,
     for (int j = 0; j < dn->n_offset; ++j) is_off |= dn->offset_dims[j] == d;
     t.dims[d] = is_off ? offs[oi++] : batch[bi++];
   }
+  // XLA refuses a slice larger than the operand, which only an empty
+  // operand has (a margin loss's empty batch gathers [0] at no indices);
+  // every index into it is out of range, which lowerings check themselves,
+  // so the result is zeros.
+  for (int i = 0; i < to->rank; ++i)
+    if (slice_sizes[i] > to->dims[i]) return tpu_ir_const(g, to->dtype, 0, t.dims, t.rank);
   tpu_val_t ops[2] = {operand, indices};
   return tpu_graph_add(g, TPU_IR_GATHER, ops, 2, &a, sizeof a, &t);
 }

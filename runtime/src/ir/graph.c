@@ -20,6 +20,12 @@ tpu_type_t tpu_type_make(tpu_dtype_t dtype, const int64_t* dims, int rank) {
   tpu_type_t t;
   memset(&t, 0, sizeof t);
   t.dtype = dtype;
+  // A rank above TPU_MAX_RANK does not fit dims: the type is marked invalid
+  // (rank -1), which add_node refuses, instead of overrunning the array.
+  if (rank > TPU_MAX_RANK) {
+    t.rank = -1;
+    return t;
+  }
   t.rank = rank;
   if (rank > 0) memcpy(t.dims, dims, sizeof(int64_t) * (size_t)rank);
   return t;
@@ -256,6 +262,13 @@ static tpu_val_t add_node(tpu_graph_t* g, tpu_ir_op_t op,
       tpu_graph_fail(g, tpu_status_make(TPU_CODE_INTERNAL,
                                         "%s: operand %d is not a value",
                                         tpu_ir_op_name(op), i));
+      return TPU_VAL_NONE;
+    }
+  for (int i = 0; i < num_types; ++i)
+    if (types[i].rank < 0 || types[i].rank > TPU_MAX_RANK) {
+      tpu_graph_fail(g, tpu_status_make(TPU_CODE_INVALID_ARGUMENT,
+                                        "%s: a result of more than %d dimensions",
+                                        tpu_ir_op_name(op), TPU_MAX_RANK));
       return TPU_VAL_NONE;
     }
   tpu_hash_t h = tpu_hash_u64((tpu_hash_t){0x7470, 0x7531},

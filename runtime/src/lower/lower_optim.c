@@ -1,6 +1,6 @@
 // AMP's grad-scaling ops (_amp_foreach_non_finite_check_and_unscale_,
 // _amp_update_scale_) and the fused optimizer steps (_fused_adam_,
-// _fused_adamw_, _fused_sgd_): each lowers its whole tensor lists into one
+// _fused_adamw_, _fused_sgd_, _fused_adagrad_): each lowers its whole tensor lists into one
 // program. The _foreach_* ops are in lower_foreach.c.
 #include <string.h>
 
@@ -134,8 +134,9 @@ static void fused_out(tpu_lower_ctx_t* cx, const amp_args_t* amp, int k, tpu_val
   tpu_lower_out(cx, k, r);
 }
 
+// List `steps_list` (-1: none) holds the 1-element step counters.
 static tpu_status_t check_fused_lists(tpu_lower_ctx_t* cx, int num_lists, int optional_list,
-                                      bool optional_used, int* out_n) {
+                                      bool optional_used, int steps_list, int* out_n) {
   int n = tpu_arg_count(cx, 0);
   for (int i = 1; i < num_lists; ++i) {
     int m = tpu_arg_count(cx, i);
@@ -151,8 +152,7 @@ static tpu_status_t check_fused_lists(tpu_lower_ctx_t* cx, int num_lists, int op
     for (int i = 1; i < num_lists; ++i) {
       const tpu_view_t* v = tpu_arg_tensor_at(cx, i, j);
       if (!v) continue;
-      bool steps = !strncmp(cx->row->name, "fused_adam", 10) && i == 5;
-      if (steps) {
+      if (i == steps_list) {
         if (tpu_view_numel(v) != 1)
           return tpu_invalid("%s: state_steps must hold one number each", cx->row->name);
         continue;
@@ -179,7 +179,7 @@ static tpu_status_t fused_adam(tpu_lower_ctx_t* cx, bool adamw) {
   tpu_graph_t* g = cx->g;
   bool amsgrad = tpu_arg_bool(cx, 11, false), maximize = tpu_arg_bool(cx, 12, false);
   int n = 0;
-  TPU_RETURN_IF_ERROR(check_fused_lists(cx, 6, 4, amsgrad, &n));
+  TPU_RETURN_IF_ERROR(check_fused_lists(cx, 6, 4, amsgrad, 5, &n));
   amp_args_t amp;
   TPU_RETURN_IF_ERROR(fused_amp_args(cx, 13, &amp));
   double weight_decay = tpu_arg_number(cx, 9, 0);
@@ -262,7 +262,7 @@ tpu_status_t tpu_lower_fused_sgd(tpu_lower_ctx_t* cx) {
   if (!has_momentum && tpu_arg_count(cx, 2) != 0)
     return tpu_invalid("%s: momentum buffers given without momentum", cx->row->name);
   int n = 0;
-  TPU_RETURN_IF_ERROR(check_fused_lists(cx, 3, 2, has_momentum, &n));
+  TPU_RETURN_IF_ERROR(check_fused_lists(cx, 3, 2, has_momentum, -1, &n));
   amp_args_t amp;
   TPU_RETURN_IF_ERROR(fused_amp_args(cx, 10, &amp));
   double weight_decay = tpu_arg_number(cx, 3, 0);
@@ -292,5 +292,62 @@ tpu_status_t tpu_lower_fused_sgd(tpu_lower_ctx_t* cx) {
     fused_out(cx, &amp, j, p, 0, j);
 #undef C
   }
+  return TPU_OK;
+}
+
+// _fused_adagrad_(Tensor(a!)[] self, Tensor(b!)[] grads,
+//     Tensor(c!)[] state_sums, Tensor(d!)[] state_steps, *, float lr
+//     (or Tensor lr), float lr_decay, float weight_decay, float eps,
+//     bool maximize, Tensor? grad_scale, Tensor? found_inf)
+// PyTorch's CPU kernel (the only one PyTorch has): the step size in double
+// from the (already incremented) step, its coefficients rounded to the
+// parameter's dtype, the math in opmath. (That is its vectorized loop; for
+// bfloat16/float16 its scalar tail, the last numel % 16 elements, keeps the
+// coefficients in float and can differ from it in the last bit.)
+tpu_status_t tpu_lower_fused_adagrad(tpu_lower_ctx_t* cx) {
+  tpu_graph_t* g = cx->g;
+  bool maximize = tpu_arg_bool(cx, 8, false);
+  int n = 0;
+  TPU_RETURN_IF_ERROR(check_fused_lists(cx, 4, -1, true, 3, &n));
+  amp_args_t amp;
+  TPU_RETURN_IF_ERROR(fused_amp_args(cx, 9, &amp));
+  double weight_decay = tpu_arg_number(cx, 6, 0);
+  tpu_val_t lr = f64_arg(cx, 4), lr_decay = f64_arg(cx, 5);
+  tpu_val_t wd = f64_arg(cx, 6), eps = f64_arg(cx, 7);
+  tpu_val_t one = tpu_ir_const(g, TPU_F64, 1, NULL, 0);
+  for (int j = 0; j < n; ++j) {
+    const tpu_view_t* pv = tpu_arg_tensor_at(cx, 0, j);
+    tpu_dtype_t c = tpu_opmath(pv->dtype);
+    // clr = lr / (1 + (step - 1) * lr_decay), the step read as float.
+    tpu_val_t step = tpu_ir_convert(
+        g, tpu_ir_reshape(g, tpu_lower_tensor_at(cx, 3, j), NULL, 0), TPU_F64);
+    tpu_val_t decay = tpu_ir_binary(g, TPU_IR_MUL, tpu_ir_binary(g, TPU_IR_SUB, step, one),
+                                    lr_decay);
+    tpu_val_t clr = tpu_ir_binary(g, TPU_IR_DIV, lr, tpu_ir_binary(g, TPU_IR_ADD, one, decay));
+    // The kernel's scalar_t(coefficient): rounded to the parameter's dtype.
+#define C(v) tpu_lower_splat_like(cx, tpu_ir_convert(g, tpu_ir_convert(g, (v), pv->dtype), c), p)
+    tpu_val_t p = tpu_ir_convert(g, tpu_lower_tensor_at(cx, 0, j), c);
+    tpu_val_t grad = tpu_ir_convert(g, tpu_lower_tensor_at(cx, 1, j), c);
+    if (amp.grad_scale != TPU_VAL_NONE)
+      grad = tpu_ir_binary(g, TPU_IR_DIV, grad,
+                           tpu_lower_splat_like(cx, tpu_ir_convert(g, amp.grad_scale, c), p));
+    fused_out(cx, &amp, n + j, grad, 1, j);
+    if (maximize) grad = tpu_ir_unary(g, TPU_IR_NEG, grad);
+    if (weight_decay != 0)
+      grad = tpu_ir_binary(g, TPU_IR_ADD, grad, tpu_ir_binary(g, TPU_IR_MUL, p, C(wd)));
+    tpu_val_t sum = tpu_ir_convert(g, tpu_lower_tensor_at(cx, 2, j), c);
+    sum = tpu_ir_binary(g, TPU_IR_ADD, sum, tpu_ir_binary(g, TPU_IR_MUL, grad, grad));
+    fused_out(cx, &amp, 2 * n + j, sum, 2, j);
+    tpu_val_t std = tpu_ir_binary(g, TPU_IR_ADD, tpu_ir_unary(g, TPU_IR_SQRT, sum), C(eps));
+    tpu_val_t scaled = tpu_ir_binary(g, TPU_IR_MUL, C(clr), grad);
+    p = tpu_ir_binary(g, TPU_IR_SUB, p, tpu_ir_binary(g, TPU_IR_DIV, scaled, std));
+    fused_out(cx, &amp, j, p, 0, j);
+#undef C
+  }
+  // The float-lr form (lr a float, not a tpu or CPU tensor) writes
+  // state_steps (Tensor(d!)[]): back unchanged (the optimizer increments
+  // them before the call); the tensor_lr form only reads them.
+  if (tpu_arg(cx, 4)->kind == TPU_ARG_FLOAT)
+    for (int j = 0; j < n; ++j) tpu_lower_out(cx, 3 * n + j, tpu_lower_tensor_at(cx, 3, j));
   return TPU_OK;
 }

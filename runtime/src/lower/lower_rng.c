@@ -95,26 +95,24 @@ tpu_val_t tpu_rng_unit_open_closed(tpu_lower_ctx_t* cx, tpu_val_t words,
   return tpu_rng_bin(cx, TPU_IR_MUL, f, ldexp(1, -w));
 }
 
-// v[k] of a [m, dims...] value, as a value of shape dims.
+// v[k] of a [m, ...] value, as a value of shape dims.
 tpu_val_t tpu_rng_plane(tpu_lower_ctx_t* cx, tpu_val_t v, int k, const int64_t* dims,
                        int rank) {
-  int64_t start[TPU_MAX_RANK + 1] = {0}, limit[TPU_MAX_RANK + 1], strides[TPU_MAX_RANK + 1];
+  if (!tpu_graph_ok(cx->g)) return TPU_VAL_NONE;
+  int vr = tpu_ir_rank(cx->g, v);
+  int64_t start[TPU_MAX_RANK] = {0}, limit[TPU_MAX_RANK];
+  memcpy(limit, tpu_ir_dims(cx->g, v), sizeof(int64_t) * (size_t)vr);
   start[0] = k;
   limit[0] = k + 1;
-  strides[0] = 1;
-  for (int i = 0; i < rank; ++i) {
-    limit[i + 1] = dims[i];
-    strides[i + 1] = 1;
-  }
-  return tpu_ir_reshape(cx->g, tpu_ir_slice(cx->g, v, start, limit, strides), dims, rank);
+  return tpu_ir_reshape(cx->g, tpu_ir_slice(cx->g, v, start, limit, NULL), dims, rank);
 }
 
+// The planes are drawn flat, [m, numel]: [m, dims...] has no room for a
+// rank-8 tensor's dims. The words come in the same order either way.
 tpu_val_t tpu_rng_word_planes(tpu_lower_ctx_t* cx, int m, tpu_dtype_t compute,
                               const int64_t* dims, int rank) {
-  int64_t wd[TPU_MAX_RANK + 1];
-  wd[0] = m;
-  memcpy(wd + 1, dims, sizeof(int64_t) * (size_t)rank);
-  return tpu_rng_words(cx, tpu_rng_words_for(compute), wd, rank + 1);
+  int64_t wd[2] = {m, tpu_numel(dims, rank)};
+  return tpu_rng_words(cx, tpu_rng_words_for(compute), wd, 2);
 }
 
 void tpu_rng_polar(tpu_lower_ctx_t* cx, tpu_val_t w1, tpu_val_t w2, tpu_dtype_t compute,
@@ -137,21 +135,24 @@ static tpu_val_t normals(tpu_lower_ctx_t* cx, tpu_dtype_t compute,
   return tpu_ir_binary(cx->g, TPU_IR_MUL, r, tpu_ir_unary(cx->g, TPU_IR_COS, angle));
 }
 
-// Splits a [2, dims...] real value into the complex value of shape dims.
+// Splits a [2, ...] real value into the complex value of shape dims.
 static tpu_val_t to_complex(tpu_lower_ctx_t* cx, tpu_val_t pair,
                             const int64_t* dims, int rank) {
   return tpu_ir_binary(cx->g, TPU_IR_COMPLEX, tpu_rng_plane(cx, pair, 0, dims, rank),
                        tpu_rng_plane(cx, pair, 1, dims, rank));
 }
 
-// The shape random values are drawn in for `self`: its own, or [2, ...] for
-// complex dtypes (real and imaginary parts).
+// The shape random values are drawn in for `self`: its own, or [2, numel]
+// for complex dtypes (real and imaginary parts; flat, as a rank-8 tensor's
+// [2, sizes...] would not fit).
 static int draw_shape(const tpu_view_t* self, int64_t* dims) {
-  bool cplx = tpu_dtype_is_complex(self->dtype);
-  int rank = 0;
-  if (cplx) dims[rank++] = 2;
-  for (int i = 0; i < self->rank; ++i) dims[rank++] = self->sizes[i];
-  return rank;
+  if (tpu_dtype_is_complex(self->dtype)) {
+    dims[0] = 2;
+    dims[1] = tpu_numel(self->sizes, self->rank);
+    return 2;
+  }
+  memcpy(dims, self->sizes, sizeof(int64_t) * (size_t)self->rank);
+  return self->rank;
 }
 
 static tpu_val_t finish_draw(tpu_lower_ctx_t* cx, const tpu_view_t* self, tpu_val_t v) {
@@ -219,10 +220,8 @@ static tpu_val_t std_normals(tpu_lower_ctx_t* cx, tpu_dtype_t dtype,
                              const int64_t* sizes, int rank) {
   if (!tpu_dtype_is_complex(dtype))
     return normals(cx, tpu_opmath(dtype), sizes, rank);
-  int64_t dims[TPU_MAX_RANK + 1];
-  dims[0] = 2;
-  memcpy(dims + 1, sizes, sizeof(int64_t) * (size_t)rank);
-  tpu_val_t z = tpu_rng_bin(cx, TPU_IR_MUL, normals(cx, real_of(dtype), dims, rank + 1), M_SQRT1_2);
+  int64_t dims[2] = {2, tpu_numel(sizes, rank)};  // flat, as draw_shape's
+  tpu_val_t z = tpu_rng_bin(cx, TPU_IR_MUL, normals(cx, real_of(dtype), dims, 2), M_SQRT1_2);
   return to_complex(cx, z, sizes, rank);
 }
 

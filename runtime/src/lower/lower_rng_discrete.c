@@ -380,16 +380,16 @@ static tpu_val_t poisson_inversion(tpu_lower_ctx_t* cx, tpu_val_t lam, tpu_val_t
                                    const int64_t* dims, int rank) {
   tpu_graph_t* g = cx->g;
   tpu_dtype_t t = tpu_ir_dtype(g, lam);
-  int64_t td[TPU_MAX_RANK + 1], bd[TPU_MAX_RANK];
-  td[0] = POISSON_TERMS;
-  for (int i = 0; i < rank; ++i) {
-    td[i + 1] = dims[i];
-    bd[i] = i + 1;
-  }
+  // The terms over [terms, numel]: [terms, dims...] has no room for a rank-8
+  // tensor's dims.
+  int64_t n = tpu_numel(dims, rank);
+  int64_t td[2] = {POISSON_TERMS, n}, bd[1] = {1};
+  lam = tpu_ir_reshape(g, lam, &n, 1);
+  v = tpu_ir_reshape(g, v, &n, 1);
   // term[i] = P(X = i + 1) = exp((i + 1) log lam - lam - lgamma(i + 2))
-  tpu_val_t j = tpu_rng_bin(cx, TPU_IR_ADD, tpu_ir_iota(g, t, td, rank + 1, 0), 1);
-  tpu_val_t loglam = tpu_ir_broadcast(g, tpu_ir_unary(g, TPU_IR_LOG, lam), td, rank + 1, bd);
-  tpu_val_t lamb = tpu_ir_broadcast(g, lam, td, rank + 1, bd);
+  tpu_val_t j = tpu_rng_bin(cx, TPU_IR_ADD, tpu_ir_iota(g, t, td, 2, 0), 1);
+  tpu_val_t loglam = tpu_ir_broadcast(g, tpu_ir_unary(g, TPU_IR_LOG, lam), td, 2, bd);
+  tpu_val_t lamb = tpu_ir_broadcast(g, lam, td, 2, bd);
   tpu_val_t e = tpu_ir_binary(g, TPU_IR_SUB, tpu_ir_binary(g, TPU_IR_MUL, j, loglam), lamb);
   e = tpu_ir_binary(g, TPU_IR_SUB, e,
                     tpu_ir_unary(g, TPU_IR_LGAMMA, tpu_rng_bin(cx, TPU_IR_ADD, j, 1)));
@@ -398,9 +398,10 @@ static tpu_val_t poisson_inversion(tpu_lower_ctx_t* cx, tpu_val_t lam, tpu_val_t
   tpu_val_t tail = tpu_ir_reverse(g, tpu_lower_scan(cx, tpu_ir_reverse(g, term, &axis, 1), 0,
                                                     TPU_IR_ADD, 0),
                                   &axis, 1);  // tail[k] = P(X > k)
-  tpu_val_t above = tpu_ir_compare(g, TPU_CMP_GT, tail, tpu_ir_broadcast(g, v, td, rank + 1, bd));
+  tpu_val_t above = tpu_ir_compare(g, TPU_CMP_GT, tail, tpu_ir_broadcast(g, v, td, 2, bd));
   tpu_val_t ones = tpu_ir_convert(g, above, t);
-  return tpu_ir_reduce(g, ones, tpu_ir_const(g, t, 0, NULL, 0), &axis, 1, TPU_BODY_ADD);
+  tpu_val_t r = tpu_ir_reduce(g, ones, tpu_ir_const(g, t, 0, NULL, 0), &axis, 1, TPU_BODY_ADD);
+  return tpu_ir_reshape(g, r, dims, rank);
 }
 
 // Rates of 10 and more: Hoermann's transformed rejection (PTRS), as

@@ -15,8 +15,9 @@ tpu_dtype_t tpu_rng_words_for(tpu_dtype_t compute);
 // each word, in `compute` (exact: digits fit its significand).
 tpu_val_t tpu_rng_unit_closed_open(tpu_lower_ctx_t* cx, tpu_val_t words, tpu_dtype_t compute,
                                    int digits);
-// Words for floats computed in `compute`, of shape [m, dims...]: m planes
-// of shape dims (tpu_rng_plane), for ops that need several draws per element.
+// Words for floats computed in `compute`, of shape [m, numel of dims]: m
+// planes of shape dims (tpu_rng_plane), for ops that need several draws per
+// element.
 tpu_val_t tpu_rng_word_planes(tpu_lower_ctx_t* cx, int m, tpu_dtype_t compute,
                               const int64_t* dims, int rank);
 // Box-Muller from two planes of words: the radius sqrt(-2 log u1) and the
@@ -27,7 +28,7 @@ void tpu_rng_polar(tpu_lower_ctx_t* cx, tpu_val_t w1, tpu_val_t w2, tpu_dtype_t 
 void tpu_rng_assert_nonnegative(tpu_lower_ctx_t* cx, tpu_val_t v, const char* message);
 // Uniform in (0, 1] from every bit of the words.
 tpu_val_t tpu_rng_unit_open_closed(tpu_lower_ctx_t* cx, tpu_val_t words, tpu_dtype_t compute);
-// v[k] of a [m, dims...] value, as a value of shape dims.
+// v[k] of a [m, ...] value, as a value of shape dims.
 tpu_val_t tpu_rng_plane(tpu_lower_ctx_t* cx, tpu_val_t v, int k, const int64_t* dims, int rank);
 // -log(u) for u in (0, 1]: Exp(1) variates, never 0.
 tpu_val_t tpu_rng_exp1(tpu_lower_ctx_t* cx, tpu_dtype_t compute, const int64_t* dims, int rank);
