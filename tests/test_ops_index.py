@@ -151,6 +151,8 @@ def test_index_select_shapes_out_and_errors():
     check_error(lambda a, i: a.index_select(0, i), x, torch.tensor([1.0]))
     check_error(lambda a, i: a.index_select(0, i), x, torch.tensor([[1]]))
     check_error(lambda a, i: a.index_select(2, i), x, torch.tensor([1]))
+    # An index into an empty dimension: CPU's shape check (a RuntimeError).
+    check_error(lambda a, i: a.index_select(0, i), torch.empty(0, 3), torch.tensor([0]))
     xt = x.to(TPU)
     expect_device_error(lambda: xt.index_select(0, torch.tensor([1, 4], device=TPU)),
                         IndexError, "index out of range in self")

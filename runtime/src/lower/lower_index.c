@@ -264,6 +264,11 @@ tpu_status_t tpu_lower_index_select(tpu_lower_ctx_t* cx) {
                            "index_select(): Index to scalar can have only 1 value, got %lld "
                            "value(s)", (long long)m);
   int64_t size = d[dim];
+  // CPU's shape check, before any index is read: a RuntimeError, where an
+  // index past a non-empty dimension is an IndexError.
+  if (r0 > 0 && size == 0 && m > 0)
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "index_select(): self indexing axis dim should be positive");
   idx = tpu_ix_checked_index(cx, idx, &m, 1, size, false, TPU_CODE_OUT_OF_RANGE,
                              "index out of range in self");
   int64_t out[TPU_MAX_RANK];
