@@ -561,6 +561,36 @@ def test_a_graph_that_fails_to_compile_names_its_ops_and_changes_nothing(monkeyp
     assert x.sum().item() == n  # what the graph only read is intact
 
 
+def test_a_mode_block_whose_last_flush_fails_still_restores_the_mode():
+    prev = torchtpu.get_mode()
+    torchtpu.set_mode("strict")  # the block's mode differs in either CI run
+    x = torch.ones(1000, device="tpu")
+
+    def block():
+        with torchtpu.mode("fused"):
+            return x * 3  # runs when the block ends
+
+    block()  # compiled now, so that the next launch checks memory at once
+    torch.tpu.synchronize()
+    total = torch.tpu.mem_get_info()[1]
+    torch.tpu.set_per_process_memory_fraction((torch.tpu.memory_allocated() + 64) / total)
+    try:
+        with pytest.raises(torch.OutOfMemoryError):
+            block()
+        assert torchtpu.get_mode() == "strict"
+        # Entering a block whose flush fails changes nothing either.
+        with torchtpu.mode("fused"):
+            y = x * 3
+            with pytest.raises(torch.OutOfMemoryError):
+                with torchtpu.mode("strict"):
+                    pass
+            assert torchtpu.get_mode() == "fused"
+    finally:
+        torch.tpu.set_per_process_memory_fraction(1.0)
+        torchtpu.set_mode(prev)
+    assert torchtpu.get_mode() == prev
+
+
 def test_debug_mode_counts_a_host_sync_per_op():
     x = torch.randn(16).tpu()
     torch.tpu.synchronize()

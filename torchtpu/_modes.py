@@ -27,8 +27,13 @@ def set_mode(name: str) -> None:
     if name not in MODES:
         raise ValueError(f"unknown mode {name!r}: expected one of {MODES}")
     _C._init()
-    _C._flush(-1)
-    _C._set_mode(name, False)
+    try:
+        _C._flush(-1)
+    finally:
+        # A failed launch (out of memory) is raised, and the mode changes
+        # all the same: a block that ends with it must not leave the
+        # process in its mode.
+        _C._set_mode(name, False)
 
 
 class mode:
@@ -46,8 +51,14 @@ class mode:
         self._previous = []  # a stack: the same object may be entered again
 
     def __enter__(self):
-        self._previous.append(get_mode())
-        set_mode(self.name)
+        previous = get_mode()
+        try:
+            set_mode(self.name)
+        except BaseException:
+            # The block does not run and its __exit__ is not called.
+            _C._set_mode(previous, False)
+            raise
+        self._previous.append(previous)
         return self
 
     def __exit__(self, *exc):
