@@ -487,6 +487,7 @@ struct SchemaInfo {
   bool into = false;          // something is written
   bool is_out_variant = false;
   bool returns_list = false;  // a single Tensor[] result
+  bool bumps_versions = false;  // an in-place foreach op (see analyze)
   size_t num_returns = 0;
 };
 
@@ -520,6 +521,12 @@ SchemaInfo analyze(const c10::FunctionSchema& s) {
     info.is_out_variant |= w && a.kwarg_only();
   }
   info.num_returns = s.returns().size();
+  // An in-place foreach op returns nothing, so PyTorch's ADInplaceOrView
+  // layer bumps no version for it: CPU's per-tensor loop and CUDA's kernels
+  // bump each target's themselves, and so must we, or autograd would not
+  // see a saved tensor that the op modified (a silently wrong gradient).
+  // (The fused optimizer steps bump nothing on CPU and CUDA either.)
+  info.bumps_versions = info.into && s.name().rfind("aten::_foreach_", 0) == 0;
   info.returns_list =
       info.num_returns == 1 && s.returns()[0].type()->kind() == c10::TypeKind::ListType;
   return info;
@@ -682,6 +689,8 @@ class RowKernel final : public c10::OperatorKernel {
       status = tpu_op_call(&c);
     }
     check(status);
+    if (info_.bumps_versions)
+      for (const at::Tensor& t : call.targets) t.unsafeGetTensorImpl()->bump_version();
     torch::jit::drop(*stack, n);
     if (info_.num_returns == 0) return;
     std::vector<at::Tensor>& out = call.into ? call.targets : call.results;

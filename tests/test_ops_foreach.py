@@ -420,6 +420,35 @@ def test_backward(name):
     assert_same(expected, actual, atol=1e-6, rtol=1e-5)
 
 
+def test_inplace_ops_bump_their_self_lists_versions():
+    # An in-place foreach op changes its self list as the per-tensor ops
+    # would (CUDA's kernels bump each version too), so autograd sees a
+    # saved tensor that one of them modified, and a view of it sees it.
+    def versions(device):
+        xs = [torch.ones(3, device=device), torch.ones(2, device=device)]
+        ys = [torch.ones(3, device=device), torch.ones(2, device=device)]
+        views = [x[:1] for x in xs]
+        torch._foreach_add_(xs, 1)
+        torch._foreach_mul_(xs, ys)
+        torch._foreach_addcdiv_(xs, ys, ys, 0.5)
+        torch._foreach_sqrt_(xs)
+        torch._foreach_lerp_(xs, ys, 0.25)
+        torch._foreach_zero_(xs)
+        torch._foreach_copy_(xs, ys)
+        return [t._version for t in xs + ys + views]
+    assert versions("tpu") == versions("cpu")
+
+    def modified_saved_tensor(device):
+        a = torch.ones(3, device=device, requires_grad=True)
+        h = a * 1
+        s = h.sin()  # saves h
+        torch._foreach_add_([h], 1)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation") as e:
+            s.sum().backward()
+        return str(e.value).split("[")[0]
+    assert modified_saved_tensor("tpu") == modified_saved_tensor("cpu")
+
+
 #===--- zero, copy, mm ---===#
 
 def test_zero():
