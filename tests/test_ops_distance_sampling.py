@@ -241,6 +241,18 @@ def test_mode():
     check_error(lambda t: torch.mode(t, 1), torch.zeros(2, 0))
 
 
+def test_median_and_mode_out_dtypes_are_checked():
+    # Wrong out= dtypes were written (float indices) instead of refused.
+    x = torch.randn(3, 4)
+    for fn in (lambda t, v, i: torch.median(t, 1, out=(v, i)),
+               lambda t, v, i: torch.nanmedian(t, 1, out=(v, i)),
+               lambda t, v, i: torch.mode(t, 1, out=(v, i))):
+        for vd, idx in ((torch.long, torch.long), (torch.float, torch.float),
+                        (torch.float, torch.int32), (torch.double, torch.long)):
+            err, cpu_err = check_error(fn, x, torch.empty(0, dtype=vd), torch.empty(0, dtype=idx))
+            assert str(err) == str(cpu_err)
+
+
 #===--- max_unpool ---===#
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)

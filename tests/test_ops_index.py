@@ -609,6 +609,18 @@ def test_sort_out_and_backward():
     check_grad(lambda a: torch.kthvalue(a, 2, 0)[0], x)
 
 
+def test_sort_topk_kthvalue_out_dtypes_are_checked():
+    # Wrong out= dtypes were written (float indices) instead of refused.
+    x = rand((3, 5))
+    for fn in (lambda a, v, i: torch.sort(a, 1, out=(v, i)),
+               lambda a, v, i: torch.topk(a, 2, out=(v, i)),
+               lambda a, v, i: torch.kthvalue(a, 2, out=(v, i))):
+        for vd, idx in ((torch.long, torch.long), (torch.float, torch.float),
+                        (torch.float, torch.int32), (torch.double, torch.long)):
+            err, cpu_err = check_error(fn, x, torch.empty(0, dtype=vd), torch.empty(0, dtype=idx))
+            assert str(err).split("\n")[0] == str(cpu_err).split("\n")[0]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
 def test_topk(dtype):
     gen = torch.Generator().manual_seed(14)

@@ -140,10 +140,30 @@ static tpu_status_t check_reduce_dim(tpu_lower_ctx_t* cx, const char* op, int64_
   return TPU_OK;
 }
 
+// out=: values of the input's dtype, int64 indices, each worded as CPU's
+// kernel words it (a float tensor of indices was written without a word).
+static tpu_status_t median_out_check(const tpu_lower_ctx_t* cx) {
+  if (cx->num_out_dtypes != 2) return TPU_OK;
+  tpu_dtype_t t = tpu_arg_value_dtype(cx, 0), v = cx->out_dtypes[0], i = cx->out_dtypes[1];
+  if (v != t)
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "Expected tensor for 'values' to have the same type as tensor for "
+                           "argument #2 'self'; but type torch.%sTensor does not equal "
+                           "torch.%sTensor (while checking arguments for median)",
+                           tpu_dtype_torch_name(v), tpu_dtype_torch_name(t));
+  if (i != TPU_I64)
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                           "Expected tensor for argument #1 'indices' to have scalar type "
+                           "Long; but got torch.%sTensor instead (while checking arguments "
+                           "for median)", tpu_dtype_torch_name(i));
+  return TPU_OK;
+}
+
 // median.dim / nanmedian.dim(Tensor self, int dim, bool keepdim=False)
 static tpu_status_t median_dim(tpu_lower_ctx_t* cx, bool ignore_nan) {
   tpu_graph_t* g = cx->g;
   TPU_RETURN_IF_ERROR(md_check(cx, ignore_nan ? "nanmedian_cpu" : "median_cpu", false));
+  TPU_RETURN_IF_ERROR(median_out_check(cx));
   int64_t dim;
   TPU_RETURN_IF_ERROR(check_reduce_dim(cx, "median", &dim));
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
@@ -182,6 +202,16 @@ static tpu_val_t md_prefix_max(tpu_graph_t* g, tpu_val_t x, int64_t rows, int64_
 tpu_status_t tpu_lower_mode(tpu_lower_ctx_t* cx) {
   tpu_graph_t* g = cx->g;
   TPU_RETURN_IF_ERROR(md_check(cx, "mode_cpu", true));
+  if (cx->num_out_dtypes == 2) {  // out=: as CPU's kernel checks it
+    tpu_dtype_t want[2] = {tpu_arg_value_dtype(cx, 0), TPU_I64};
+    static const char* const what[2] = {"values", "indices"};
+    for (int k = 0; k < 2; ++k)
+      if (cx->out_dtypes[k] != want[k])
+        return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT,
+                               "expected scalar type '%s' but got '%s' for %s output",
+                               tpu_dtype_torch_name(want[k]),
+                               tpu_dtype_torch_name(cx->out_dtypes[k]), what[k]);
+  }
   int64_t dim;
   TPU_RETURN_IF_ERROR(check_reduce_dim(cx, "mode", &dim));
   tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);

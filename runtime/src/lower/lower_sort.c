@@ -156,6 +156,10 @@ tpu_status_t tpu_lower_kthvalue(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(check_sortable(cx, "kthvalue"));
   if (tpu_arg_value_dtype(cx, 0) == TPU_BOOL)  // no bool kernel on CPU or CUDA
     return tpu_not_implemented("kthvalue", TPU_BOOL);
+  if (cx->num_out_dtypes == 2 && cx->out_dtypes[0] != tpu_arg_value_dtype(cx, 0))
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "output values must be of same type as input");
+  if (cx->num_out_dtypes == 2 && cx->out_dtypes[1] != TPU_I64)
+    return TPU_LOWER_ERROR(TPU_CODE_INVALID_ARGUMENT, "output indices must be of scalar type Long");
   int rank = tpu_arg_rank(cx, 0);
   int64_t dim;
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 2, -1), rank, &dim));
