@@ -7,6 +7,7 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/is_set_to_native.h>
 #include <ATen/ops/pixel_shuffle_native.h>
 #include <ATen/ops/pixel_unshuffle_native.h>
 #include <ATen/ops/unfold_native.h>
@@ -282,6 +283,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  // Compares storages and geometry: on the CPU fallback's copies, which
+  // never share a storage, it answered False for a tensor set_ to another
+  // (and read both back to the host).
+  m.impl("is_set_to", TORCH_FN(at::native::is_set_to));
 }
 
 // The Conjugate and Negative keys' generic fallback resolves a view's bit

@@ -162,6 +162,17 @@ def test_untyped_storage_resize():
     assert s.nbytes() == 32
 
 
+def test_is_set_to_compares_storages():
+    # Ran on the CPU fallback, whose copies share no storage: always False.
+    def answers(device):
+        a = torch.arange(6.0, device=device)
+        b = torch.empty(0, device=device).set_(a)
+        return [b.is_set_to(a), a.view(6).is_set_to(a), a[1:].is_set_to(a),
+                a.view(2, 3).is_set_to(a), torch.zeros(6, device=device).is_set_to(a)]
+    with NoFallback():
+        assert answers("tpu") == answers("cpu")
+
+
 LAYOUTS = {  # each returns the result whose layout is compared
     "add of a transpose": lambda x: x[0].t() + 1,
     "mul of two transposes": lambda x: x[0].t() * x[0].t(),
