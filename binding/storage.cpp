@@ -118,9 +118,15 @@ const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
 at::Tensor& set_storage(at::Tensor& self, c10::Storage source, c10::SymInt offset,
                         c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
   auto* impl = self.unsafeGetTensorImpl();
-  TORCH_CHECK(source.device().is_privateuseone(), "set_: expected a tpu storage, got ",
-              source.device());
-  if (!impl->storage().is_alias_of(source)) impl->set_storage_keep_dtype(source);
+  if (!impl->storage().is_alias_of(source)) {
+    // CPU's and CUDA's check (a tensor set_ to another tpu device's storage
+    // moved there, where theirs refuse).
+    TORCH_CHECK(impl->storage().device() == source.device(),
+                "Attempted to set the storage of a tensor on device \"", impl->storage().device(),
+                "\" to a storage on different device \"", source.device(),
+                "\".  This is no longer allowed; the devices must match.");
+    impl->set_storage_keep_dtype(source);
+  }
   auto sizes = C10_AS_INTARRAYREF_SLOW(size);
   impl->set_storage_offset(offset.guard_int(__FILE__, __LINE__));
   if (stride.empty()) impl->set_sizes_contiguous(sizes);

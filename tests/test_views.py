@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import NoFallback, assert_same, to_tpu
+from conftest import NoFallback, assert_same, to_tpu, two_devices
 
 
 def both(fn):
@@ -171,6 +171,19 @@ def test_is_set_to_compares_storages():
                 a.view(2, 3).is_set_to(a), torch.zeros(6, device=device).is_set_to(a)]
     with NoFallback():
         assert answers("tpu") == answers("cpu")
+
+
+@two_devices
+def test_set_to_another_devices_storage_is_refused():
+    # It moved the tensor to tpu:1, where CPU and CUDA refuse.
+    a = torch.zeros(4, device="tpu:0")
+    with pytest.raises(RuntimeError, match='Attempted to set the storage of a tensor on device '
+                                           '"tpu:0" to a storage on different device "tpu:1"'):
+        a.set_(torch.ones(4, device="tpu:1"))
+    with pytest.raises(RuntimeError, match='on different device "cpu".  This is no longer '
+                                           'allowed; the devices must match.'):
+        a.set_(torch.ones(4).untyped_storage())
+    assert a.device == torch.device("tpu:0") and a.cpu().tolist() == [0.0] * 4
 
 
 LAYOUTS = {  # each returns the result whose layout is compared
