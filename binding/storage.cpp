@@ -106,12 +106,19 @@ const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
                           std::optional<at::MemoryFormat> memory_format) {
   auto sizes = C10_AS_INTARRAYREF_SLOW(size);
   auto* impl = self.unsafeGetTensorImpl();
-  impl->set_sizes_contiguous(sizes);
-  if (memory_format && *memory_format != at::MemoryFormat::Contiguous)
+  // As CPU's and CUDA's: the same sizes keep the strides, unless a memory
+  // format is given (a transposed tensor resized to its own shape became
+  // row-major, so its elements read in another order).
+  if (self.sizes() != sizes) impl->set_sizes_contiguous(sizes);
+  if (memory_format) {
+    TORCH_CHECK(*memory_format != at::MemoryFormat::Preserve, "Unsupported memory format",
+                *memory_format);
     impl->empty_tensor_restride(*memory_format);
-  size_t nbytes = (static_cast<size_t>(self.storage_offset()) +
-                   static_cast<size_t>(c10::multiply_integers(sizes))) * self.element_size();
-  if (self.numel() > 0) ensure_storage(self, nbytes);
+  }
+  if (self.numel() > 0)
+    ensure_storage(self, at::detail::computeStorageNbytes(self.sizes(), self.strides(),
+                                                          self.element_size(),
+                                                          self.storage_offset()));
   return self;
 }
 

@@ -153,6 +153,22 @@ def test_resize_keeps_prefix():
     assert t.cpu().tolist() == [0.0, 1.0]
 
 
+def test_resize_to_the_same_shape_keeps_the_strides():
+    # It laid the tensor out row-major: a transpose read in another order,
+    # an expanded tensor grew its storage.
+    def resized(device):
+        t = torch.arange(6.0, device=device).view(2, 3).t()
+        t.resize_(3, 2)
+        e = torch.arange(3.0, device=device).expand(2, 3)
+        e.resize_(2, 3)
+        c = torch.arange(6.0, device=device).view(2, 3).t()
+        c.resize_(3, 2, memory_format=torch.contiguous_format)
+        return [(x.stride(), x.cpu().tolist(), x.untyped_storage().nbytes()) for x in (t, e, c)]
+    assert resized("tpu") == resized("cpu")
+    with pytest.raises(RuntimeError, match="Unsupported memory format"):
+        torch.ones(2, device="tpu").resize_(2, memory_format=torch.preserve_format)
+
+
 def test_untyped_storage_resize():
     t = torch.ones(8, device="tpu")
     s = t.untyped_storage()
