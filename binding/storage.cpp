@@ -3,6 +3,7 @@
 // tensors and between tpu and the host, and reading one element.
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/native/ResizeCommon.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -48,6 +49,14 @@ void host_sync() {
 
 //===--- storage, views, copies ---===//
 
+// torch.use_deterministic_algorithms(True) with fill_uninitialized_memory
+// (its default): new memory holds NaN or the largest integer, as CPU's and
+// CUDA's empty and resize_ give it (zeros here hid a read of it).
+bool fill_uninitialized() {
+  return at::globalContext().deterministicAlgorithms() &&
+         at::globalContext().deterministicFillUninitializedMemory();
+}
+
 at::Tensor empty_memory_format(c10::SymIntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<at::Layout>, std::optional<at::Device> device,
                                std::optional<bool> pin_memory,
@@ -61,6 +70,7 @@ at::Tensor empty_memory_format(c10::SymIntArrayRef size, std::optional<at::Scala
   at::Tensor r = new_tensor(C10_AS_INTARRAYREF_SLOW(size), t, idx);
   if (memory_format && *memory_format != at::MemoryFormat::Contiguous)
     r.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
+  if (fill_uninitialized()) at::native::fill_empty_deterministic_(r);
   return r;
 }
 
@@ -81,6 +91,7 @@ at::Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
       std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
       caffe2::TypeMeta::fromScalarType(t));
   r.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
+  if (fill_uninitialized()) at::native::fill_empty_deterministic_(r);
   return r;
 }
 
@@ -106,6 +117,7 @@ const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
                           std::optional<at::MemoryFormat> memory_format) {
   auto sizes = C10_AS_INTARRAYREF_SLOW(size);
   auto* impl = self.unsafeGetTensorImpl();
+  int64_t old_nbytes = static_cast<int64_t>(impl->unsafe_storage().nbytes());
   // As CPU's and CUDA's: the same sizes keep the strides, unless a memory
   // format is given (a transposed tensor resized to its own shape became
   // row-major, so its elements read in another order).
@@ -119,6 +131,7 @@ const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
     ensure_storage(self, at::detail::computeStorageNbytes(self.sizes(), self.strides(),
                                                           self.element_size(),
                                                           self.storage_offset()));
+  if (fill_uninitialized()) at::native::fill_resize_deterministic_(self, old_nbytes);
   return self;
 }
 

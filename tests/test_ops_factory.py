@@ -57,6 +57,24 @@ def test_like_and_new():
     check_factory(lambda d: torch.scalar_tensor(4, dtype=torch.int32, device=d))
 
 
+def test_deterministic_mode_fills_uninitialized_memory_as_cpu():
+    # torch.use_deterministic_algorithms(True) fills new memory with NaN or
+    # the largest integer on CPU and CUDA; tpu tensors held zeros.
+    def made(d):
+        return [torch.empty(3, device=d), torch.empty(2, 2, dtype=torch.int32, device=d),
+                torch.empty_like(torch.ones(2, dtype=torch.bfloat16, device=d)),
+                torch.empty_strided((2, 2), (1, 2), dtype=torch.complex64, device=d),
+                torch.empty(2, dtype=torch.bool, device=d),
+                torch.ones(2, device=d).resize_(5), torch.ones(3, device=d).new_empty(2)]
+    torch.use_deterministic_algorithms(True)
+    try:
+        with NoFallback():
+            for want, got in zip(made("cpu"), made("tpu")):
+                assert_same(want, got)
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.bool,
                                    torch.complex64])
 def test_zero_(dtype):
