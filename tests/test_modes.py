@@ -151,6 +151,42 @@ def test_new_scalar_does_not_recompile():
     assert torchtpu.metrics()["compiles"] == 0
 
 
+@pytest.mark.parametrize("name", ["strict", "fused"])
+def test_a_scalar_that_equals_another_does_not_recompile(name):
+    # A learning-rate schedule that passes the momentum (0.9) and the weight
+    # decay (0): a number equal to another of the same program was one
+    # parameter where it had been two, a new program at each such step.
+    torch.manual_seed(0)
+    model, x = torch.nn.Linear(4, 3), torch.randn(5, 4)
+    lrs = [0.1, 0.2, 0.3, 0.9, 0.0, 0.4, 0.5]
+    got = {}
+    for device in ("cpu", "tpu"):
+        m = torch.nn.Linear(4, 3).to(device)
+        m.load_state_dict(model.state_dict())
+        opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, fused=True)
+        a = x.to(device)
+        with torchtpu.mode(name):
+            for k, lr in enumerate(lrs):
+                if k == 2:
+                    torch.tpu.synchronize()
+                    misses = torchtpu.metrics()["cache_misses"]
+                for group in opt.param_groups:
+                    group["lr"] = lr
+                m(a).square().sum().backward()
+                opt.step()
+                opt.zero_grad()
+                # Numbers of one program that sometimes agree; a list's
+                # elements are numbers of their own.
+                s = torch.add(a, a, alpha=lr) * 0.5
+                f = torch._foreach_add([a, a, a], [lr, 0.3, 0.5])
+            got[device] = [p.detach().cpu() for p in m.parameters()] + [s.cpu()] + [t.cpu() for t in f]
+            torch.tpu.synchronize()
+            if device == "tpu":
+                assert torchtpu.metrics()["cache_misses"] == misses
+    for c, t in zip(got["cpu"], got["tpu"]):
+        torch.testing.assert_close(t, c, rtol=1e-5, atol=1e-6)
+
+
 def test_strict_is_asynchronous():
     x = torch.randn(256, 256).tpu()
     torch.tpu.synchronize()

@@ -163,14 +163,30 @@ static void scalar_bits(const tpu_scalar_t* s, tpu_dtype_t dtype, unsigned char 
 #undef PUT
 }
 
+// The index of the op's argument that `s` is, or -1 (a number the lowering
+// computed, or one element of a list argument).
+static int shared_arg(const tpu_lower_ctx_t* cx, const tpu_scalar_t* s) {
+  for (int i = 0; i < cx->num_args && i < 32; ++i)
+    if (s == &cx->args[i].scalar)
+      return cx->args[i].kind == TPU_ARG_SCALAR && !(cx->per_element >> i & 1) ? i : -1;
+  return -1;
+}
+
 tpu_val_t tpu_lower_scalar(tpu_lower_ctx_t* cx, const tpu_scalar_t* s,
                            tpu_dtype_t dtype) {
   // 16-bit and 8-bit floats travel as f32 and are narrowed in the program,
   // the way PyTorch narrows a double scalar through float.
   tpu_dtype_t carrier = tpu_opmath(dtype);
+  tpu_arg_params_t* memo = cx->arg_params;
+  int arg = memo ? shared_arg(cx, s) : -1;
+  for (int k = 0; arg >= 0 && k < memo->count; ++k)
+    if (memo->entries[k].arg == arg && memo->entries[k].dtype == carrier)
+      return tpu_ir_convert(cx->g, memo->entries[k].value, dtype);
   unsigned char bits[16];
   scalar_bits(s, carrier, bits);
   tpu_val_t v = tpu_dev_scalar(cx->dev, carrier, bits);
+  if (arg >= 0 && memo->count < (int)(sizeof memo->entries / sizeof memo->entries[0]))
+    memo->entries[memo->count++] = (tpu_arg_param_t){arg, carrier, v};
   return tpu_ir_convert(cx->g, v, dtype);
 }
 
@@ -549,6 +565,8 @@ tpu_status_t tpu_op_call(const tpu_call_t* call) {
   cx.out_dtypes = call->out_dtypes;
   cx.num_out_dtypes = call->num_out_dtypes;
   cx.default_float = call->default_float;
+  tpu_arg_params_t arg_params = {0};
+  cx.arg_params = &arg_params;
   tpu_status_t s = row->lower(&cx);
   if (!s) s = tpu_graph_take_error(d->graph);
   if (!s && cx.num_outs == 0)

@@ -1,5 +1,13 @@
 // 0-d device buffers for Python numbers, cached per device so that a loop
 // passing the same learning rate uploads it once.
+//
+// Each use of a number is a parameter of its own (the uses of one op
+// argument share one: tpu_lower_scalar), even where the graph
+// already has one holding the same value: the program must not depend on
+// which numbers happen to be equal. (When equal numbers shared a parameter,
+// a learning rate that reached the momentum, or 0 where the weight decay is
+// 0, made a program with one parameter fewer: a compile at that step, and an
+// error under TORCHTPU_ASSERT_NO_COMPILE.)
 #include <string.h>
 
 #include "eager/eager.h"
@@ -10,8 +18,6 @@ typedef struct scalar_entry {
   tpu_buffer_t* buffer;  // NULL = empty
   tpu_dtype_t dtype;
   unsigned char bits[16];
-  tpu_val_t param;  // its parameter in the device graph of generation
-  uint32_t param_gen, param_epoch;  // param_gen and epoch param_epoch
 } scalar_entry_t;
 
 struct tpu_scalar_cache {
@@ -61,7 +67,6 @@ static tpu_status_t lookup(tpu_dev_t* d, tpu_dtype_t dtype, const void* bits,
   e->buffer = b;
   e->dtype = dtype;
   memcpy(e->bits, key, sizeof key);
-  e->param_gen = 0;
   ++c->count;
   *out = e;
   return TPU_OK;
@@ -75,10 +80,5 @@ tpu_val_t tpu_dev_scalar(tpu_dev_t* d, tpu_dtype_t dtype, const void* bits) {
     tpu_graph_fail(d->graph, s);
     return TPU_VAL_NONE;
   }
-  if (e->param_gen != d->gen || e->param_epoch != d->param_epoch) {
-    e->param = tpu_dev_param(d, e->buffer);
-    e->param_gen = d->gen;
-    e->param_epoch = d->param_epoch;
-  }
-  return e->param;
+  return tpu_dev_param(d, e->buffer);
 }

@@ -70,6 +70,18 @@ typedef struct tpu_op_row {
   tpu_rule_t rule;
 } tpu_op_row_t;
 
+// The parameters made for an op's number arguments, by argument and
+// carrier dtype (see tpu_lower_scalar).
+typedef struct tpu_arg_param {
+  int arg;
+  tpu_dtype_t dtype;
+  tpu_val_t value;
+} tpu_arg_param_t;
+typedef struct tpu_arg_params {
+  int count;
+  tpu_arg_param_t entries[16];
+} tpu_arg_params_t;
+
 struct tpu_lower_ctx {
   tpu_graph_t* g;
   const tpu_op_row_t* row;
@@ -81,6 +93,8 @@ struct tpu_lower_ctx {
   const tpu_dtype_t* out_dtypes;  // out= variants: the out tensors' dtypes
   int num_out_dtypes;
   tpu_dtype_t default_float;  // torch.get_default_dtype() (tpu_call_t's)
+  tpu_arg_params_t* arg_params;  // NULL: none shared
+  uint32_t per_element;  // a foreach element's arguments taken from a list
 };
 
 //===--- arguments ---===//
@@ -129,7 +143,10 @@ tpu_val_t tpu_lower_fill_value(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype, bo
 bool tpu_lower_number_fits(tpu_lower_ctx_t* cx, int i, tpu_dtype_t dtype);
 // The same for a count v that an integer `dtype` must hold (randperm's n - 1).
 bool tpu_lower_count_fits(tpu_lower_ctx_t* cx, int64_t v, tpu_dtype_t dtype);
-// A scalar as a 0-d input of `dtype`.
+// A scalar as a 0-d input of `dtype`. Each use is a parameter of its own
+// (the program must not depend on which numbers are equal), except that
+// the uses of one argument of the op share one: a foreach op's elements
+// take one learning rate, not one per tensor.
 tpu_val_t tpu_lower_scalar(tpu_lower_ctx_t* cx, const tpu_scalar_t* s,
                            tpu_dtype_t dtype);
 // A number known at the call, as a 0-d input of `dtype`.

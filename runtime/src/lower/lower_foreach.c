@@ -42,6 +42,7 @@ typedef struct elem {
 static void elem_init(elem_t* e, const tpu_lower_ctx_t* cx, const tpu_op_row_t* row,
                       int j) {
   int n = cx->num_args < MAX_ELEM_ARGS ? cx->num_args : MAX_ELEM_ARGS;
+  uint32_t per_element = 0;
   for (int i = 0; i < n; ++i) {
     const tpu_arg_t* a = tpu_arg(cx, i);
     tpu_arg_t* d = &e->args[i];
@@ -54,6 +55,7 @@ static void elem_init(elem_t* e, const tpu_lower_ctx_t* cx, const tpu_op_row_t* 
     } else if (a->kind == TPU_ARG_SCALARS) {
       d->kind = TPU_ARG_SCALAR;
       d->scalar = a->scalars[j];
+      per_element |= i < 32 ? 1u << i : 0;  // its own parameter (tpu_lower_scalar)
     } else {
       *d = *a;
     }
@@ -64,6 +66,7 @@ static void elem_init(elem_t* e, const tpu_lower_ctx_t* cx, const tpu_op_row_t* 
   e->cx.num_args = n;
   e->cx.outs = NULL;
   e->cx.num_outs = e->cx.outs_cap = 0;
+  e->cx.per_element = per_element;
 }
 
 // The list length shared by the TENSORS and SCALARS arguments, with
