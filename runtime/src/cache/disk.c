@@ -215,7 +215,8 @@ static void count_and_evict(tpu_disk_cache_t* c) {
     for (int i = 0; i < n && total > c->max_bytes; ++i) {
       char path[4200];
       snprintf(path, sizeof path, "%s/%s", c->dir, files[i].name);
-      if (!unlink(path)) total -= files[i].size;
+      // Gone already (another process evicted it): its bytes are gone too.
+      if (!unlink(path) || errno == ENOENT) total -= files[i].size;
     }
   }
   tpu_free(files);
