@@ -119,6 +119,35 @@ def test_cache_entry_that_is_not_a_regular_file_is_a_miss(tmp_path):
     assert warm["compiles"] == 1 and warm["disk_hits"] == cold["compiles"] - 1, (cold, warm)
 
 
+UNWRITABLE_SCRIPT = textwrap.dedent("""
+    import json, os, resource, shutil, sys, torch, torchtpu
+    (torch.ones(2, device="tpu") * 2).cpu()  # the directory opens
+    if sys.argv[1] == "gone":  # replaced by a file while the process runs
+        shutil.rmtree(os.environ["TORCHTPU_CACHE_DIR"])
+        open(os.environ["TORCHTPU_CACHE_DIR"], "w").close()
+    else:  # a disk that fills: every entry's write stops short
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, resource.RLIM_INFINITY))
+    sums = [(torch.arange(float(n), device="tpu") * 3).sum().item() for n in range(3, 9)]
+    print(json.dumps({"sums": sums, "compiles": torchtpu.metrics()["compiles"]}))
+""")
+
+
+@pytest.mark.parametrize("how", ["gone", "full"])
+def test_cache_directory_that_cannot_be_written_warns_once_and_runs(tmp_path, how):
+    # A cache directory removed, or a disk that filled, while the process
+    # ran: each store failed with nothing said at the default log level.
+    env = dict(os.environ, TORCHTPU_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("TORCHTPU_LOG", None)
+    out = subprocess.run([sys.executable, "-c", UNWRITABLE_SCRIPT, how], env=env,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["sums"] == [float(sum(range(n)) * 3) for n in range(3, 9)]
+    assert got["compiles"] >= 6
+    assert out.stderr.count("cannot write to the compile cache") == 1, out.stderr
+    assert not list(tmp_path.glob("cache/*.tmp.*"))  # no half-written file left
+
+
 CHDIR_SCRIPT = textwrap.dedent("""
     import os, sys, torch, torchtpu
     (torch.ones(3, device="tpu") * 2).cpu()

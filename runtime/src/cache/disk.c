@@ -44,6 +44,7 @@ struct tpu_disk_cache {
   int64_t bytes;        // the last count plus what this process stored since
   time_t counted_at;    // when the directory was last counted (0: never)
   bool warned_unstorable;  // the plugin could not serialize an executable
+  bool warned_unwritable;  // an entry could not be written (directory gone, disk full)
 };
 
 static tpu_status_t make_dirs(const char* path) {
@@ -255,14 +256,24 @@ void tpu_disk_cache_store(tpu_disk_cache_t* c, tpu_hash_t key, int num_replicas,
            (unsigned long)(uintptr_t)&h ^ (unsigned long)time(NULL));
   FILE* f = fopen(tmp, "wb");
   bool ok = f && fwrite(&h, sizeof h, 1, f) == 1 && fwrite(data, 1, size, f) == size;
-  if (f) ok = (fclose(f) == 0) && ok;
-  if (ok) ok = rename(tmp, path) == 0;
+  int error = ok ? 0 : errno;
+  if (f && fclose(f) && ok) ok = false, error = errno;
+  if (ok && rename(tmp, path)) ok = false, error = errno;
+  tpu_free(data);
   if (!ok) {
     unlink(tmp);
-    tpu_log(TPU_LOG_INFO, "could not write cache entry %s", path);
+    // The directory went, or the disk filled, after the cache opened: the
+    // process runs on, compiling what it cannot store; said once, as at open.
+    mtx_lock(&c->lock);
+    bool warned = c->warned_unwritable;
+    c->warned_unwritable = true;
+    mtx_unlock(&c->lock);
+    tpu_log(warned ? TPU_LOG_INFO : TPU_LOG_WARN,
+            "cannot write to the compile cache in %s (%s): programs compiled from now on "
+            "are not stored, and compile again in the next process",
+            c->dir, error ? strerror(error) : "short write");
+    return;
   }
-  tpu_free(data);
-  if (!ok) return;
   mtx_lock(&c->lock);
   c->bytes += (int64_t)(sizeof h + size);
   if (c->bytes > c->max_bytes || time(NULL) - c->counted_at >= 60) count_and_evict(c);
