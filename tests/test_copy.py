@@ -231,3 +231,20 @@ def test_pinned_host_memory():
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 2)),
                                          batch_size=4, pin_memory=True)
     assert all(batch.is_pinned() for (batch,) in loader)
+
+
+def test_every_upload_counts_as_a_host_to_device_copy():
+    # A Python number new to the device goes up as a 0-d buffer and a random
+    # op uploads its generator state: both are transfers, but the first
+    # counted bytes without a copy and the second counted nothing.
+    import random
+
+    import torchtpu
+    x = torch.ones(8, device="tpu")
+    torch.tpu.synchronize()
+    scale = 1000 + random.random()  # not uploaded before in this process
+    for upload in (lambda: x * scale, lambda: torch.nn.functional.dropout(x, 0.5)):
+        torchtpu.reset_metrics()
+        upload().cpu()
+        m = torchtpu.metrics()
+        assert m["h2d_copies"] > 0 and m["h2d_bytes"] >= 4 * m["h2d_copies"], m

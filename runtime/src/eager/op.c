@@ -336,6 +336,8 @@ tpu_val_t tpu_lower_bytes(tpu_lower_ctx_t* cx, tpu_dtype_t dtype,
     tpu_graph_fail(cx->g, s);
     return TPU_VAL_NONE;
   }
+  tpu_metric_add(TPU_M_H2D_COPIES, 1);
+  tpu_metric_add(TPU_M_H2D_BYTES, (int64_t)tpu_buffer_nbytes(b));
   tpu_val_t v = tpu_dev_param(cx->dev, b);
   tpu_buffer_release(b);
   return v;

@@ -62,6 +62,7 @@ static tpu_status_t lookup(tpu_dev_t* d, tpu_dtype_t dtype, const void* bits,
   tpu_buffer_t* b = NULL;
   TPU_RETURN_IF_ERROR(tpu_buffer_from_host(tpu_rt()->client, d->index, dtype,
                                            NULL, 0, key, NULL, &b));
+  tpu_metric_add(TPU_M_H2D_COPIES, 1);
   tpu_metric_add(TPU_M_H2D_BYTES, (int64_t)size);
   scalar_entry_t* e = &c->entries[k];
   e->buffer = b;
