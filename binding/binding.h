@@ -100,6 +100,11 @@ struct CompileSite {
   std::string frame, op;
   int compiles, from_disk;  // new programs compiled; loaded from the disk cache
   int steps;  // distinct training steps in which it needed one
+  // Outside training: the stretches between host reads in which it needed
+  // one, and whether it settled: since it last did, the host read results
+  // and programs were found in the memory cache (the loop went on without).
+  int reads;
+  bool settled;
   std::map<std::string, int> reasons;
 };
 std::vector<CompileSite> compile_sites();

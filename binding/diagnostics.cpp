@@ -22,6 +22,8 @@ struct Site {
   int programs = 0, from_disk = 0;  // new programs; those loaded from the disk cache
   std::map<std::string, int> reasons;
   std::set<int64_t> steps;  // training steps in which it needed a new program
+  std::set<int64_t> reads;  // host reads before each time it did
+  int64_t last_reads = 0, last_hits = 0;  // host reads and cache hits before its last
   tpu_hash_t ops{0, 0}, inputs{0, 0};
 };
 
@@ -106,6 +108,9 @@ void on_compile(void*, const tpu_compile_event_t* e) {
   ++s.programs;
   s.from_disk += e->from_disk;
   s.steps.insert(e->step);
+  s.reads.insert(e->reads);
+  s.last_reads = e->reads;
+  s.last_hits = e->hits;
   s.ops = e->ops_hash;
   s.inputs = e->inputs_hash;
 }
@@ -131,11 +136,14 @@ PythonLockReleased::~PythonLockReleased() {
 }
 
 std::vector<CompileSite> compile_sites() {
+  tpu_metrics_t m;
+  tpu_metrics_get(&m);
   std::lock_guard<std::mutex> g(lock);
   std::vector<CompileSite> out;
   for (const auto& [key, s] : sites)
     out.push_back({s.frame, s.op, s.programs - s.from_disk, s.from_disk,
-                   static_cast<int>(s.steps.size()), s.reasons});
+                   static_cast<int>(s.steps.size()), static_cast<int>(s.reads.size()),
+                   m.host_syncs > s.last_reads && m.cache_hits > s.last_hits, s.reasons});
   return out;
 }
 

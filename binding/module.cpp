@@ -185,7 +185,8 @@ PYBIND11_MODULE(_C, m) {
       for (const auto& [why, n] : s.reasons) reasons[why.c_str()] = n;
       out.append(py::dict(py::arg("frame") = s.frame, py::arg("op") = s.op,
                           py::arg("compiles") = s.compiles, py::arg("from_disk") = s.from_disk,
-                          py::arg("steps") = s.steps,
+                          py::arg("steps") = s.steps, py::arg("reads") = s.reads,
+                          py::arg("settled") = s.settled,
                           py::arg("reasons") = reasons));
     }
     return out;

@@ -392,3 +392,23 @@ def test_warmup_compiles_are_not_recompiles():
         model(torch.randn(n, 6, device="tpu")).sum().backward()
         opt.step()
     assert any(s["steps"] >= 3 for s in torchtpu.recompiles())
+
+
+def test_steady_inference_loop_after_warm_up_reports_nothing():
+    # Layers of different shapes called from one line need a program each in
+    # the first pass, then none: warm-up. Without optimizer steps to tell
+    # iterations apart, these were reported as a line that keeps compiling.
+    shapes = [(9, 17), (17, 31), (31, 13), (13, 5)]  # programs no other test has
+    layers = [torch.nn.Linear(a, b).tpu() for a, b in shapes]
+    torchtpu.reset_metrics()
+    with torch.no_grad():
+        for _ in range(5):
+            h = torch.ones(7, 9, device="tpu")
+            for layer in layers:
+                h = layer(h).relu()  # a new program per layer, in the first pass only
+            h.sum().item()
+        assert torchtpu.recompiles() == [], torchtpu.report(file=open(os.devnull, "w"))
+        for n in range(2, 6):  # a new batch size in every iteration still counts
+            layers[0](torch.ones(n, 9, device="tpu")).relu().sum().item()
+    assert any("test_cache.py" in s["frame"] and s["reads"] >= 3
+               for s in torchtpu.recompiles()), torchtpu.report(file=open(os.devnull, "w"))

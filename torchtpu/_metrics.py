@@ -19,11 +19,20 @@ def recompiles(min_compiles: int = 3) -> list:
     In a training loop (optimizer steps seen) a line counts when it needed a
     new program in `min_compiles` or more different steps: several programs
     in the first step (one per parameter shape, say) are warm-up, not a
-    problem. Without optimizer steps, a line counts after `min_compiles`
-    new programs."""
+    problem. Without optimizer steps, reading results (`.item()`, `.cpu()`,
+    `synchronize()`) marks the iterations: a line counts when it needed a new
+    program between `min_compiles` or more different reads, or after
+    `min_compiles` new programs unless it settled: since its last, results
+    were read and programs run again from the memory cache."""
     training = _C._steps_taken() > 0
-    sites = [s for s in _C._compile_sites()
-             if (s["steps"] if training else s["compiles"] + s["from_disk"]) >= min_compiles]
+
+    def counts(s):
+        if training:
+            return s["steps"] >= min_compiles
+        return s["reads"] >= min_compiles or (
+            not s["settled"] and s["compiles"] + s["from_disk"] >= min_compiles)
+
+    sites = [s for s in _C._compile_sites() if counts(s)]
     return sorted(sites, key=lambda s: -(s["compiles"] + s["from_disk"]))
 
 

@@ -285,6 +285,9 @@ typedef struct tpu_compile_event {
   tpu_hash_t program_hash;
   bool from_disk;  // loaded from the disk cache rather than compiled
   int64_t step;    // training steps taken when the graph was flushed (tpu_step_mark)
+  int64_t reads;   // host reads and synchronizes before it: a loop that does not
+                   // train reads its results, which mark its iterations
+  int64_t hits;    // programs found in the memory cache before it
   // Fused mode: where the graph's first op was called from (see the site
   // hook); "" when the graph ran at its op (the caller's frame is the op's).
   const char* first_site;

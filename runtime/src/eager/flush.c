@@ -92,6 +92,10 @@ void tpu_dev_compile_event(const tpu_dev_t* d, tpu_hash_t program, tpu_compile_e
   e->inputs_hash = h;
   e->program_hash = program;
   e->step = tpu_steps_taken();
+  tpu_metrics_t m;
+  tpu_metrics_get(&m);
+  e->reads = m.host_syncs;
+  e->hits = m.cache_hits;
 }
 
 void tpu_dev_report_program(const tpu_compile_event_t* e) {
