@@ -256,9 +256,15 @@ void tpu_disk_cache_store(tpu_disk_cache_t* c, tpu_hash_t key, int num_replicas,
            (unsigned long)(uintptr_t)&h ^ (unsigned long)time(NULL));
   FILE* f = fopen(tmp, "wb");
   bool ok = f && fwrite(&h, sizeof h, 1, f) == 1 && fwrite(data, 1, size, f) == size;
-  int error = ok ? 0 : errno;
-  if (f && fclose(f) && ok) ok = false, error = errno;
-  if (ok && rename(tmp, path)) ok = false, error = errno;
+  int error = ok ? 0 : errno;  // 0: a short write that set none
+  if (f && fclose(f) && ok) {
+    ok = false;
+    error = errno;
+  }
+  if (ok && rename(tmp, path)) {
+    ok = false;
+    error = errno;
+  }
   tpu_free(data);
   if (!ok) {
     unlink(tmp);
