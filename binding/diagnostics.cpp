@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "binding.h"
@@ -24,7 +25,13 @@ struct Site {
   std::set<int64_t> steps;  // training steps in which it needed a new program
   std::set<int64_t> reads;  // host reads before each time it did
   int64_t last_reads = 0, last_hits = 0;  // host reads and cache hits before its last
-  tpu_hash_t ops{0, 0}, inputs{0, 0};
+  // The graphs (ops) and graphs with their input types (ops, inputs) it
+  // needed programs for. A line may need several programs each step (two
+  // matmuls of different shapes, the backward ops of every layer at
+  // loss.backward()): a reason compares with all of them, not just the
+  // last, which is often the line's other program.
+  std::set<std::pair<uint64_t, uint64_t>> graphs;
+  std::set<std::pair<std::pair<uint64_t, uint64_t>, std::pair<uint64_t, uint64_t>>> typed;
 };
 
 std::mutex lock;
@@ -95,15 +102,17 @@ void on_compile(void*, const tpu_compile_event_t* e) {
   std::string op = e->first_op >= 0 ? tpu_op_name(e->first_op) : "copy";
   std::lock_guard<std::mutex> g(lock);
   Site& s = sites[frame + "|" + op];
+  std::pair<uint64_t, uint64_t> ops{e->ops_hash.lo, e->ops_hash.hi};
+  std::pair<uint64_t, uint64_t> inputs{e->inputs_hash.lo, e->inputs_hash.hi};
   if (s.programs == 0) {
     s.frame = frame;
     s.op = op;
-  } else if (!tpu_hash_eq(s.ops, e->ops_hash)) {
-    ++s.reasons["graph cut at a different point"];
-  } else if (!tpu_hash_eq(s.inputs, e->inputs_hash)) {
+  } else if (s.typed.count({ops, inputs})) {
+    ++s.reasons["a constant or attribute changed (sizes, dims, values)"];
+  } else if (s.graphs.count(ops)) {
     ++s.reasons["input shape or dtype changed"];
   } else {
-    ++s.reasons["a constant or attribute changed (sizes, dims, values)"];
+    ++s.reasons["graph cut at a different point"];
   }
   ++s.programs;
   s.from_disk += e->from_disk;
@@ -111,8 +120,8 @@ void on_compile(void*, const tpu_compile_event_t* e) {
   s.reads.insert(e->reads);
   s.last_reads = e->reads;
   s.last_hits = e->hits;
-  s.ops = e->ops_hash;
-  s.inputs = e->inputs_hash;
+  s.graphs.insert(ops);
+  s.typed.insert({ops, inputs});
 }
 
 void on_check(void*, char* buf, size_t size) {

@@ -348,6 +348,24 @@ def test_recompile_sites_tell_disk_loads_from_compiles(tmp_path):
     assert "0 compiled, " in warm["report"] and "from disk" in warm["report"]
 
 
+def test_recompile_reason_compares_with_every_program_of_the_line():
+    # A line that needs two programs each time (two rolls of different
+    # shapes) and changes only an attribute (the shift): each new program
+    # was compared with the line's previous one, its other roll, and blamed
+    # on an input shape change that never happened.
+    a, b = torch.randn(5, device="tpu"), torch.randn(7, device="tpu")
+    torch.tpu.synchronize()
+    torchtpu.reset_metrics()
+    for k in range(1, 6):
+        (a.roll(k).sum() + b.roll(k).sum()).item()  # same shapes; a new shift
+    sites = torchtpu.recompiles()
+    assert sites, torchtpu.report(file=open(os.devnull, "w"))
+    for site in sites:  # (strict mode: b's first roll is a new input shape at that line)
+        reasons = site["reasons"]
+        assert reasons.get("input shape or dtype changed", 0) <= 1, sites
+        assert reasons.get("a constant or attribute changed (sizes, dims, values)", 0) >= 4, sites
+
+
 def test_fused_recompiles_name_the_line_that_began_the_graph():
     # A fused graph compiles at its flush: here the end of a backward pass,
     # where no Python frame runs. The report names the line of its first op.
