@@ -95,7 +95,7 @@ c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes) {
 
 void resize_slot(const c10::Storage& storage, size_t nbytes) {
   tpu_slot_t* slot = slot_of(storage);
-  check(tpu_slot_resize(slot, nbytes));
+  check(unlocked_call([&] { return tpu_slot_resize(slot, nbytes); }));
   c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
   impl->set_nbytes(nbytes);
   // A storage that was empty gets the slot's address (allocate_on); the old

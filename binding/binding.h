@@ -79,10 +79,11 @@ void set_sync_debug_mode(int mode);
 int sync_debug_mode();
 
 // Releases Python's lock for its scope where this thread holds it
-// (diagnostics.cpp). Code that PyTorch calls with it held (Event.record,
-// query) must, before the runtime takes a device's lock: a thread holding
+// (diagnostics.cpp). Every call into the runtime that takes a device's lock
+// is made in one (ops, copies, storage resizes, events): a thread holding
 // that lock may wait for Python's, to name the user's line of a compile or
-// of a device-side check.
+// of a device-side check, and PyTorch calls some kernels with Python's lock
+// held (`x[i] = 1.0`'s fill_), so two threads could each wait for the other.
 class PythonLockReleased {
  public:
   PythonLockReleased();
@@ -93,6 +94,14 @@ class PythonLockReleased {
  private:
   void* saved_;
 };
+
+// A call into the runtime that may take a device's lock, made without
+// Python's lock (see PythonLockReleased).
+template <class Call>
+tpu_status_t unlocked_call(Call call) {
+  PythonLockReleased unlocked;
+  return call();
+}
 
 // Where compilations came from (diagnostics.cpp): a Python line, the first
 // op of the compiled graph, how often, and why it compiled again.

@@ -681,12 +681,12 @@ class RowKernel final : public c10::OperatorKernel {
                  out_dtypes.empty() ? nullptr : out_dtypes.data(),
                  static_cast<int>(out_dtypes.size()), &prepare, &call, matmul_precision(),
                  default_float()};
-    tpu_status_t status = tpu_op_call(&c);
+    tpu_status_t status = unlocked_call([&] { return tpu_op_call(&c); });
     if (status && !call.grow.empty()) {  // see resize_out
       tpu_status_free(status);
       for (const auto& [out, nbytes] : call.grow) ensure_storage(out, nbytes);
       call.grow.clear();
-      status = tpu_op_call(&c);
+      status = unlocked_call([&] { return tpu_op_call(&c); });
     }
     check(status);
     if (info_.bumps_versions)

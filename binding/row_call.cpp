@@ -155,7 +155,7 @@ const tpu_view_t* RowCall::view(const at::Tensor& t) {
 void RowCall::call(tpu_write_mode_t mode, void* results) {
   tpu_call_t c{row_, device_, args_.data(), static_cast<int>(args_.size()), mode,
                nullptr, 0, &prepare, results, matmul_precision(), default_float()};
-  check(tpu_op_call(&c));
+  check(unlocked_call([&] { return tpu_op_call(&c); }));
 }
 
 }  // namespace torchtpu

@@ -193,7 +193,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (self.is_privateuseone() && dst.is_privateuseone()) {
     at::assert_no_partial_overlap(dst, self);  // TensorIterator's check, as on CPU
     tpu_view_t s = view_of(self), d = view_of(dst);
-    check(tpu_copy(&d, &s));
+    check(unlocked_call([&] { return tpu_copy(&d, &s); }));
     bool conj = self.is_conj() != dst.is_conj(), neg = self.is_neg() != dst.is_neg();
     if (conj || neg) {
       at::Tensor p = physical(dst);
@@ -208,12 +208,12 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     src = src.resolve_conj().resolve_neg();
     src = src.expand(dst.sizes()).contiguous();
     tpu_view_t d = view_of(dst);
-    check(tpu_copy_from_host(&d, src.data_ptr()));
+    check(unlocked_call([&] { return tpu_copy_from_host(&d, src.data_ptr()); }));
   } else {  // device to host
     at::Tensor tmp = at::empty(self.sizes(), self.options().device(c10::kCPU));
     tpu_view_t s = view_of(self);
     host_sync();
-    check(tpu_copy_to_host(&s, tmp.data_ptr(), tmp.nbytes()));
+    check(unlocked_call([&] { return tpu_copy_to_host(&s, tmp.data_ptr(), tmp.nbytes()); }));
     if (self.is_conj()) tmp = tmp.conj();
     if (self.is_neg()) tmp = tmp._neg_view();
     dst.copy_(tmp);
@@ -230,7 +230,7 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
   at::Tensor tmp = at::empty({}, self.options().device(c10::kCPU));
   tpu_view_t s = view_of(self);
   host_sync();
-  check(tpu_copy_to_host(&s, tmp.data_ptr(), tmp.nbytes()));
+  check(unlocked_call([&] { return tpu_copy_to_host(&s, tmp.data_ptr(), tmp.nbytes()); }));
   return tmp.item();
 }
 

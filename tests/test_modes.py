@@ -1,5 +1,6 @@
 """debug, strict and fused modes give the same results; scalars do not
 recompile; fused mode runs recorded work together."""
+import os
 import random
 
 import pytest
@@ -122,6 +123,37 @@ def test_threads_that_use_the_device_at_once_get_their_own_results(name):
     for s in seeds:
         for a, b in zip(got[s], want[s]):
             assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["strict", "fused"])
+def test_threads_that_write_python_numbers_do_not_deadlock(name):
+    # `x[k] = i` runs its fill_ with Python's lock held, while a thread in
+    # the runtime (device lock held) waited for Python's lock to name the
+    # line of a new graph or compile: each waited for the other. In a child
+    # process, so that a hang fails the test instead of the suite.
+    import subprocess
+    import sys
+
+    code = """
+import threading, torch, torchtpu
+def work(k):
+    x = torch.arange(8., device="tpu") + k
+    for i in range(1000):
+        x = x * 0.9 + x.roll(1) * 0.1
+        x[k] = i
+    assert x[k].item() == 999
+threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("finished")
+"""
+    env = dict(os.environ, TORCHTPU_MODE=name)
+    try:
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"three threads writing Python numbers hung in {name} mode")
+    assert r.returncode == 0 and r.stdout.strip() == "finished", r.stderr[-2000:]
 
 
 def test_fused_runs_one_execution():
