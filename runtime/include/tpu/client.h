@@ -127,6 +127,13 @@ uint64_t tpu_buffer_last_use(const tpu_buffer_t* buffer);
 void tpu_buffer_mark_donated(tpu_buffer_t* buffer);
 // The execution it was donated to never launched: it counts again.
 void tpu_buffer_mark_kept(tpu_buffer_t* buffer);
+// A promised buffer stops counting in memory_allocated() just before its
+// execution launches: the output that the launch makes counts in its place
+// and passes its count on when the promise is kept (both counting for a
+// moment made the peak of a graph's first run, the one launched by the
+// compile thread, its outputs twice). A broken promise's buffers hold no
+// memory and stop counting too.
+void tpu_buffer_uncount(tpu_buffer_t* buffer);
 tpu_dtype_t tpu_buffer_dtype(const tpu_buffer_t* buffer);
 int tpu_buffer_rank(const tpu_buffer_t* buffer);
 const int64_t* tpu_buffer_dims(const tpu_buffer_t* buffer);

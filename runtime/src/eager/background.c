@@ -91,6 +91,7 @@ static void run(tpu_job_t* j) {
     if (s) s = tpu_status_annotate(s, "running %s", j->ops);
   }
   if (!s) {
+    for (int i = 0; i < j->num_results; ++i) tpu_buffer_uncount(j->results[i]);
     s = tpu_executable_execute(exe, j->device, j->params, j->num_params, NULL, 0, made,
                                j->num_results, &done);
     if (s) s = tpu_status_annotate(s, "running %s", j->ops);

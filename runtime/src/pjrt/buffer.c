@@ -122,7 +122,8 @@ tpu_status_t tpu_buffer_settle(tpu_buffer_t* b) {
 void tpu_buffer_fulfil(tpu_buffer_t* promised, tpu_buffer_t* made) {
   promised->handle = made->handle;
   made->handle = NULL;
-  if (made->counted) account(made->client, made->device, -(int64_t)made->nbytes);
+  if (!promised->counted) promised->counted = made->counted;  // see tpu_buffer_uncount
+  else if (made->counted) account(made->client, made->device, -(int64_t)made->nbytes);
   made->counted = false;
   tpu_buffer_release(made);
 }
@@ -275,6 +276,12 @@ uint64_t tpu_buffer_last_use(const tpu_buffer_t* b) { return b->last_use; }
 void tpu_buffer_mark_donated(tpu_buffer_t* b) {
   if (b->donated || !b->counted) return;
   b->donated = true;
+  account(b->client, b->device, -(int64_t)b->nbytes);
+}
+
+void tpu_buffer_uncount(tpu_buffer_t* b) {
+  if (!b->counted || b->donated) return;
+  b->counted = false;
   account(b->client, b->device, -(int64_t)b->nbytes);
 }
 

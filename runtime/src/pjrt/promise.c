@@ -100,8 +100,9 @@ tpu_status_t tpu_promise_on_settled(tpu_promise_t* p, void (*fn)(void*, tpu_stat
 
 void tpu_promise_settle(tpu_promise_t* p, tpu_status_t failure, tpu_buffer_t** made,
                         tpu_buffer_t* const* outs, int n, tpu_event_t* done) {
-  if (!failure) {
-    for (int i = 0; i < n; ++i) tpu_buffer_fulfil(outs[i], made[i]);
+  for (int i = 0; i < n; ++i) {
+    if (failure) tpu_buffer_uncount(outs[i]);
+    else tpu_buffer_fulfil(outs[i], made[i]);
   }
   mtx_lock(&p->mu);
   p->failure = failure;
