@@ -570,3 +570,29 @@ def test_mean_of_constant_data_is_exact(n):
                lambda a: F.layer_norm(a * 1000, (n,)), lambda a: F.adaptive_avg_pool1d(a, 1),
                lambda a: (a - a.mean()) / a.std()):
         check(fn, x, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.bool])
+def test_integer_sums_convert_inside_the_reduction(dtype):
+    # An int8 tensor's sum is int64: the whole tensor was converted to int64
+    # first, a scratch copy 8 times its size (XLA's CPU backend does not fuse
+    # a conversion into a long reduction), where CPU PyTorch accumulates
+    # without one. Now the scratch is about a quarter of the input's size
+    # (int8's: an int64 per 32 elements), and the values are CPU's, with and
+    # without dims, with padding (sizes not a multiple of 32) and overflow.
+    x = torch.randint(0, 100, (1 << 20,)).to(dtype) if dtype == torch.bool else \
+        torch.randint(-100 if dtype != torch.uint8 else 0, 100, (1 << 20,)).to(dtype)
+    t = x.to(TPU)
+    torch.tpu.synchronize()
+    before = torch.tpu.memory_allocated()
+    torch.tpu.reset_peak_memory_stats()
+    got = t.sum()
+    torch.tpu.synchronize()
+    assert torch.tpu.max_memory_allocated() - before <= x.numel() // 2  # was 8 * numel
+    assert got.item() == x.sum().item()
+    for shape, dims in [((1000, 1001), 1), ((37, 33, 65), (0, 2)), ((65, 3, 40), 0)]:
+        y = x[:math.prod(shape)].view(shape)
+        assert_same(y.sum(dims), y.to(TPU).sum(dims))
+        assert_same(y[:, :3].prod(1), y.to(TPU)[:, :3].prod(1))
+    big = torch.full((4099,), 2**30, dtype=torch.int32)
+    assert big.to(TPU).sum().item() == big.sum().item()

@@ -146,6 +146,58 @@ static tpu_val_t magnitude_sq(tpu_graph_t* g, tpu_val_t x) {
 
 //===--- sum, nansum, prod, mean ---===//
 
+enum { XLA_TREE_WINDOW = 32 };  // XLA's CPU tree_reduction_rewriter window
+
+// A sum or product of `x`, an integer value converted up to int64 (from
+// int8, say). XLA's CPU backend rewrites a reduction over a dim longer than
+// its window into a reduce-window, which takes no producer into its kernel,
+// so the int64 copy of the whole input was materialized as scratch memory
+// (8 times an int8 tensor, where CPU PyTorch accumulates in place). Each
+// long reduced dim is split into [size / window, window] (padded with the
+// body's identity: integer sums and products come out the same in any
+// order) and the windows are reduced first, a reduction that XLA leaves
+// alone and fuses the conversion into; the rest, a window's share of the
+// elements, is reduced as usual, after a barrier (an int8 sum's scratch: a quarter of its
+// input instead of 8 times it).
+static tpu_val_t reduce_widened(tpu_lower_ctx_t* cx, tpu_val_t x, const int64_t* dims, int n,
+                                tpu_body_t body) {
+  tpu_graph_t* g = cx->g;
+  const tpu_type_t* t = tpu_graph_ok(g) ? tpu_ir_type(g, x) : NULL;
+  if (!t) return reduce(cx, x, dims, n, body);
+  tpu_type_t in = *t;
+  if (n == in.rank && in.rank > 1) {  // all of it: as one dim
+    int64_t numel = tpu_type_numel(&in), zero = 0;
+    return reduce_widened(cx, tpu_ir_reshape(g, x, &numel, 1), &zero, 1, body);
+  }
+  int64_t shape[TPU_MAX_RANK], windows[TPU_MAX_RANK], rest[TPU_MAX_RANK],
+          lo[TPU_MAX_RANK] = {0}, hi[TPU_MAX_RANK] = {0}, interior[TPU_MAX_RANK] = {0};
+  int rank = 0, nw = 0, nr = 0, k = 0;
+  bool padded = false;
+  for (int i = 0; i < in.rank; ++i) {
+    bool reduced = k < n && dims[k] == i;
+    k += reduced;
+    int64_t size = in.dims[i];
+    bool split = reduced && size > XLA_TREE_WINDOW;
+    if (rank + 1 + split > TPU_MAX_RANK) return reduce(cx, x, dims, n, body);
+    if (reduced) rest[nr++] = rank - nw;  // its index once the windows are gone
+    if (!split) {
+      shape[rank++] = size;
+      continue;
+    }
+    int64_t rows = (size + XLA_TREE_WINDOW - 1) / XLA_TREE_WINDOW;
+    hi[i] = rows * XLA_TREE_WINDOW - size;
+    padded |= hi[i] > 0;
+    shape[rank++] = rows;
+    windows[nw++] = rank;
+    shape[rank++] = XLA_TREE_WINDOW;
+  }
+  if (nw == 0) return reduce(cx, x, dims, n, body);
+  if (padded) x = tpu_ir_pad(g, x, body_init(g, body, in.dtype), lo, hi, interior);
+  tpu_val_t partial = reduce(cx, tpu_ir_reshape(g, x, shape, rank), windows, nw, body);
+  // (XLA's simplifier merges a reduction of a reduction into one.)
+  return reduce(cx, tpu_ir_barrier(g, partial), rest, nr, body);
+}
+
 typedef enum { ACC_SUM, ACC_NANSUM, ACC_PROD, ACC_MEAN } acc_kind_t;
 
 // op(self, dims, keepdim, dtype) with args at the given positions (-1 = absent).
@@ -186,7 +238,10 @@ static tpu_status_t accumulate(tpu_lower_ctx_t* cx, acc_kind_t kind, int dim_arg
   tpu_val_t x = tpu_lower_input(cx, 0, acc);
   if (kind == ACC_NANSUM && is_float_or_complex(acc))
     x = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_NE, x, x), tpu_lower_const_like(cx, x, 0), x);
-  tpu_val_t r = reduce(cx, x, dims, n, kind == ACC_PROD ? TPU_BODY_MUL : TPU_BODY_ADD);
+  tpu_body_t body = kind == ACC_PROD ? TPU_BODY_MUL : TPU_BODY_ADD;
+  tpu_val_t r = acc == TPU_I64 && in != TPU_I64 && tpu_dtype_is_integral(in, true)
+                    ? reduce_widened(cx, x, dims, n, body)
+                    : reduce(cx, x, dims, n, body);
   if (kind == ACC_MEAN) {
     const tpu_type_t* t = tpu_ir_type(g, r);
     if (t) {
