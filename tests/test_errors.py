@@ -387,6 +387,40 @@ def test_a_graph_whose_scratch_memory_passes_the_cap_fails_before_it_runs(backgr
     still_works()
 
 
+
+def test_a_graph_that_reads_a_failed_launch_raises_the_first_failure_as_it_was(monkeypatch):
+    # Fused mode, compiled in the background: a graph fails to launch (its
+    # scratch memory passes the cap), and the graphs flushed after it that
+    # read its result fail with it. Their tensors read as the first
+    # failure, which names the ops that caused it; each graph that failed
+    # after it added its own "running ..." in front ("running the 2 ops
+    # recorded from mul to add: running the 2 ops ...: running the 4 ops
+    # recorded from mm to sum_all: ... out of memory"), naming ops that
+    # did not fail.
+    monkeypatch.setenv("TORCHTPU_BACKGROUND_COMPILE", "1")
+    a = torch.randn(512, 512).tpu()
+    torch.tpu.synchronize()
+    total = torch.tpu.get_device_properties().total_memory
+    torch.tpu.set_per_process_memory_fraction((torch.tpu.memory_allocated() + 2**18) / total)
+    try:
+        with torchtpu.mode("fused"):  # each block is a graph of its own
+            p = ((a @ a).tanh() @ a).sum()  # a graph no other test runs
+        with torchtpu.mode("fused"):
+            q = p + 2
+        with torchtpu.mode("fused"):
+            r = q * 3
+        with pytest.raises(torch.tpu.OutOfMemoryError) as first:
+            torch.tpu.synchronize()
+        torch.tpu.synchronize()  # raised once
+    finally:
+        torch.tpu.set_per_process_memory_fraction(1.0)
+    for t in (p, q, r):
+        with pytest.raises(torch.tpu.OutOfMemoryError) as read:
+            t.item()
+        assert str(read.value).count("running") == 1
+        assert str(first.value) in str(read.value)
+    still_works()
+
 def test_dlpack_is_refused_not_misread():
     # A tpu tensor has no host-addressable memory to share: importing it
     # through DLPack raises (PyTorch's own message), a tensor made from its

@@ -94,7 +94,13 @@ static void run(tpu_job_t* j) {
     for (int i = 0; i < j->num_results; ++i) tpu_buffer_uncount(j->results[i]);
     s = tpu_executable_execute(exe, j->device, j->params, j->num_params, NULL, 0, made,
                                j->num_results, &done);
-    if (s) s = tpu_status_annotate(s, "running %s", j->ops);
+    // Failed because an earlier job failed to make an input (the worker
+    // runs jobs in order: it has settled): its failure as it is, which
+    // names the ops that failed, not this job's.
+    bool input_failed = false;
+    for (int i = 0; s && i < j->num_params && !input_failed; ++i)
+      input_failed = tpu_buffer_is_broken(j->params[i]);
+    if (s && !input_failed) s = tpu_status_annotate(s, "running %s", j->ops);
     tpu_metric_add(TPU_M_EXECUTIONS, 1);
   }
   tpu_executable_release(exe);
