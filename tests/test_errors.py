@@ -421,6 +421,27 @@ def test_a_graph_that_reads_a_failed_launch_raises_the_first_failure_as_it_was(m
         assert str(first.value) in str(read.value)
     still_works()
 
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_a_device_error_found_at_a_failed_read_is_raised_at_the_next_sync(mode):
+    # A host read that fails on its own (the tensor holds an earlier
+    # failure) also collects the device-side errors found so far; those
+    # were dropped, never raised (a gather's index out of range passed
+    # unnoticed), and now wait for the next sync.
+    with torchtpu.mode(mode):
+        src = torch.arange(10.0, device="tpu")
+        bad = torch.tensor([1, 20], device="tpu")
+        first = torch.gather(src, 0, bad)
+        with pytest.raises(RuntimeError, match="index 20 is out of bounds"):
+            torch.tpu.synchronize()
+        second = torch.gather(src, 0, bad + 10)  # noqa: F841
+        with pytest.raises(RuntimeError, match="index 20 is out of bounds"):
+            first[:1].cpu()
+        with pytest.raises(RuntimeError, match="index 11 is out of bounds"):
+            torch.tpu.synchronize()
+        torch.tpu.synchronize()
+    still_works()
+
 def test_dlpack_is_refused_not_misread():
     # A tpu tensor has no host-addressable memory to share: importing it
     # through DLPack raises (PyTorch's own message), a tensor made from its

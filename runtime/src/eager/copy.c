@@ -49,6 +49,14 @@ static tpu_status_t failed_value(tpu_dev_t* d, tpu_slot_t* s) {
            : TPU_OK;
 }
 
+// Whether `s` is `failure`, or says it with more in front ("this tensor
+// holds the result of a computation that failed: ...").
+static bool same_failure(tpu_status_t s, tpu_status_t failure) {
+  const char *m = tpu_status_message(s), *f = tpu_status_message(failure);
+  size_t nm = strlen(m), nf = strlen(f);
+  return nm >= nf && strcmp(m + nm - nf, f) == 0;
+}
+
 tpu_status_t tpu_copy_to_host(const tpu_view_t* src, void* data, size_t size) {
   int64_t n = tpu_view_numel(src);
   size_t need = (size_t)n * tpu_dtype_size(src->dtype);
@@ -61,9 +69,12 @@ tpu_status_t tpu_copy_to_host(const tpu_view_t* src, void* data, size_t size) {
   tpu_buffer_t* b = NULL;
   tpu_dev_lock(d);
   tpu_status_t s = n ? materialize(d, src, &b) : tpu_dev_flush(d);
-  // Device-side errors of everything run so far surface at a host read.
+  // Device-side errors of everything run so far surface at a host read;
+  // one that comes with another failure of the read's own waits for the
+  // next sync (dropped here, it was never raised).
   tpu_status_t checked = tpu_dev_check(d);
   if (!s) s = checked;
+  else if (checked && !same_failure(s, checked)) tpu_dev_report(d, checked);
   else tpu_status_free(checked);
   if (!s && b) s = failed_value(d, src->slot);
   tpu_dev_unlock(d);
@@ -191,7 +202,7 @@ static tpu_status_t synchronize(tpu_dev_t* d) {
   else tpu_status_free(w);
   tpu_status_t c = tpu_dev_check(d);
   if (!s) s = c;
-  else tpu_status_free(c);
+  else tpu_status_free(c);  // often the same failure: a failed launch's event gave it
   return s;
 }
 
