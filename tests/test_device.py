@@ -327,6 +327,9 @@ def test_report_and_metrics():
     (torch.ones(3, device="tpu") + 1).cpu()
     m = torchtpu.metrics()
     assert m["executions"] >= 1 and m["d2h_copies"] == 1 and m["host_syncs"] >= 1
+    assert m["graph_nodes_per_flush"] == m["graph_nodes"] / m["flushes"] > 0
+    torchtpu.reset_metrics()
+    assert torchtpu.metrics()["graph_nodes_per_flush"] == 0.0
     text = torchtpu.report(file=open("/dev/null", "w"))
     assert "executions" in text and "CPU fallbacks" in text
 

@@ -5,7 +5,9 @@ from torchtpu import _C
 
 def metrics() -> dict:
     """A snapshot of the counters since start (or the last reset_metrics())."""
-    return _C._metrics()
+    m = _C._metrics()
+    m["graph_nodes_per_flush"] = m["graph_nodes"] / m["flushes"] if m["flushes"] else 0.0
+    return m
 
 
 def recompiles(min_compiles: int = 3) -> list:
@@ -48,7 +50,8 @@ def report(file=None) -> str:
     lines = [
         "torchtpu report",
         f"  ops recorded     {m['ops']}",
-        f"  executions       {m['executions']}  (flushes {m['flushes']}, graph nodes {m['graph_nodes']})",
+        f"  executions       {m['executions']}  (flushes {m['flushes']}, graph nodes {m['graph_nodes']}, "
+        f"{m['graph_nodes_per_flush']:.1f} per flush)",
         f"  compiles         {m['compiles']}  ({m['compile_seconds']:.2f} s)",
         f"  cache            {m['cache_hits']} hits, {m['cache_misses']} misses, {m['disk_hits']} from disk",
         f"  host syncs       {m['host_syncs']}",
