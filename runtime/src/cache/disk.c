@@ -224,17 +224,23 @@ static void count_and_evict(tpu_disk_cache_t* c) {
   c->bytes = total;
 }
 
+// A warning the first time `*said` is false, then information: said once
+// per process, as each costs every later process too.
+static tpu_log_level_t once(tpu_disk_cache_t* c, bool* said) {
+  mtx_lock(&c->lock);
+  bool before = *said;
+  *said = true;
+  mtx_unlock(&c->lock);
+  return before ? TPU_LOG_INFO : TPU_LOG_WARN;
+}
+
 void tpu_disk_cache_store(tpu_disk_cache_t* c, tpu_hash_t key, int num_replicas,
                           tpu_executable_t* exe) {
   char* data = NULL;
   size_t size = 0;
   tpu_status_t s = tpu_executable_serialize(exe, &data, &size);
-  if (s) {  // the memory tier still works; said once, as it costs every later process
-    mtx_lock(&c->lock);
-    bool warned = c->warned_unstorable;
-    c->warned_unstorable = true;
-    mtx_unlock(&c->lock);
-    tpu_log(warned ? TPU_LOG_INFO : TPU_LOG_WARN,
+  if (s) {  // the memory tier still works
+    tpu_log(once(c, &c->warned_unstorable),
             "a compiled program cannot be stored in the disk cache, so every process "
             "compiles it again: %s",
             tpu_status_message(s));
@@ -270,11 +276,7 @@ void tpu_disk_cache_store(tpu_disk_cache_t* c, tpu_hash_t key, int num_replicas,
     unlink(tmp);
     // The directory went, or the disk filled, after the cache opened: the
     // process runs on, compiling what it cannot store; said once, as at open.
-    mtx_lock(&c->lock);
-    bool warned = c->warned_unwritable;
-    c->warned_unwritable = true;
-    mtx_unlock(&c->lock);
-    tpu_log(warned ? TPU_LOG_INFO : TPU_LOG_WARN,
+    tpu_log(once(c, &c->warned_unwritable),
             "cannot write to the compile cache in %s (%s): programs compiled from now on "
             "are not stored, and compile again in the next process",
             c->dir, error ? strerror(error) : "short write");
