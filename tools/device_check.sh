@@ -84,9 +84,14 @@ for md in "$WORK"/perflab/*.md; do
 done
 
 # Python tests last, in the time left (tests that need two devices skip on
-# a one-device plugin).
-step pytest "$(($(left) - 10))" "$PY" -m pytest --maxfail=50 \
+# a one-device plugin). A GPU's XLA compiles each program in 50-150 ms, so
+# they run several times slower than on the CPU plugin: -vv names each test
+# as it runs (pyproject.toml's -q would print dots), so a run cut at the time
+# limit still says which tests failed, and pytest-timeout, where installed,
+# stops one that hangs.
+TIMEOUT_ARG=$("$PY" -c 'import pytest_timeout' 2>/dev/null && echo --timeout=60)
+step pytest "$(($(left) - 10))" "$PY" -m pytest -vv --maxfail=50 $TIMEOUT_ARG \
   --durations=10 tests/test_models.py tests/test_modes.py tests/test_autograd.py \
   tests/test_ops_matmul.py tests/test_ops_reduce.py tests/test_ops_nn.py tests/test_optim.py
-grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/log.txt" | tail -n 60 >>"$OUT/summary.md"
+grep -E " (FAILED|ERROR)|^(FAILED|ERROR)|passed|failed" "$OUT/log.txt" | tail -n 60 >>"$OUT/summary.md"
 echo "total $(($(date +%s) - START)) s" | tee -a "$OUT/summary.md"

@@ -40,8 +40,13 @@ void test_fail(const char* file, int line, const char* fmt, ...);
     tpu_status_free(s_);                                                      \
   } while (0)
 
-// A client of the CPU plugin with `devices` devices.
+// The plugin the tests run on: TORCHTPU_PLUGIN, else "cpu".
+const char* test_plugin(void);
+// A client of test_plugin() with `devices` devices; skips the test when the
+// plugin has fewer (only the CPU plugin makes as many as asked).
 tpu_client_t* test_client(int devices);
+// Ends the test as skipped, saying why.
+void test_skip(const char* fmt, ...);
 // Compiles `mlir` (NUL-terminated) or fails the test.
 tpu_executable_t* test_compile(tpu_client_t* client, const char* mlir);
 

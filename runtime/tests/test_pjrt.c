@@ -1,12 +1,14 @@
-// The PJRT layer against the real XLA CPU plugin.
+// The PJRT layer against a real plugin: XLA's CPU plugin unless
+// TORCHTPU_PLUGIN names another.
 #include <threads.h>
 
 #include "test.h"
 
 void test_plugin_load(void) {
-  tpu_client_t* c = test_client(2);
-  CHECK(tpu_client_device_count(c) == 2);
-  CHECK(!strcmp(tpu_client_platform(c), "cpu"));
+  bool cpu = !strcmp(test_plugin(), "cpu");  // another plugin has the devices it finds
+  tpu_client_t* c = test_client(cpu ? 2 : 1);
+  CHECK(!cpu || tpu_client_device_count(c) == 2);
+  CHECK(!cpu || !strcmp(tpu_client_platform(c), "cpu"));
   CHECK(tpu_client_api_minor(c) >= 40);
   printf("  plugin %s\n  platform %s %s, PJRT API 0.%d, xla_version %lld, "
          "device kind '%s'\n", tpu_client_plugin_path(c), tpu_client_platform(c),
@@ -195,7 +197,11 @@ void test_scratch_memory(void) {
       "  }\n"
       "}\n";
   tpu_executable_t* e = test_compile(c, two_products);
-  CHECK(tpu_executable_temp_bytes(e) >= 64 * 64 * 4);
+  int64_t temp = tpu_executable_temp_bytes(e);
+  if (strcmp(test_plugin(), "cpu"))  // seen: the CUDA plugin of jax 0.11.2 reports less
+    test_skip("the %s plugin reports %lld bytes of scratch; the check knows the CPU plugin's",
+              test_plugin(), (long long)temp);
+  CHECK(temp >= 64 * 64 * 4);
   tpu_executable_release(e);
   tpu_client_release(c);
 }
