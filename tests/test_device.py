@@ -322,6 +322,26 @@ def test_autoload_entry_point():
     assert "torchtpu:_autoload" in names
 
 
+@pytest.mark.parametrize("cuda_build, nvidia_device", [(True, True), (True, False), (False, True)])
+def test_a_cuda_build_that_sees_a_gpu_is_warned_about_cuda_backward(monkeypatch, cuda_build,
+                                                                     nvidia_device):
+    # PyTorch takes the registered tpu device as the process's accelerator,
+    # after which a backward pass over cuda tensors fails (seen on an H200).
+    import os
+    import warnings
+    monkeypatch.setattr(torch.version, "cuda", "13.0" if cuda_build else None)
+    exists = os.path.exists
+    monkeypatch.setattr(os.path, "exists",
+                        lambda p: nvidia_device if p == "/dev/nvidia0" else exists(p))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torchtpu._warn_beside_cuda()
+    said = [str(w.message) for w in caught if "pytorch/pytorch#161129" in str(w.message)]
+    assert len(said) == (cuda_build and nvidia_device)
+    if said:
+        assert "TORCH_DEVICE_BACKEND_AUTOLOAD=0" in said[0]
+
+
 def test_report_and_metrics():
     torchtpu.reset_metrics()
     (torch.ones(3, device="tpu") + 1).cpu()

@@ -442,6 +442,24 @@ def test_models_rounds_pool_steps_and_keep_failures(monkeypatch):
     assert broken["status"] != "ok" and "round two broke" in broken["error"]
 
 
+def test_cuda_eager_runs_where_tpu_was_never_registered(monkeypatch):
+    # Once tpu is registered, PyTorch's autograd fails on cuda tensors
+    # (pytorch/pytorch#161129), so CUDA eager's worker is a process that
+    # never imports torchtpu, even under --no-isolate. Here CPU eager, sent
+    # the same way, stands in for it.
+    from torchtpu.perflab import suite_models
+
+    monkeypatch.setattr(suite_models, "WITHOUT_TPU", ("cpu-eager",))
+    cfg = harness.Config(tiny=True, isolate=False)
+    job = {"model": "MLP", "kinds": ["train"], "shape": {"batch": 8}, "reps": 2,
+           "max_warmup": 2, "threads": 1}
+    alone, err = suite_models._run_worker(dict(job, impl="cpu-eager"), cfg)
+    assert err is None and "error" not in alone["kinds"]["train"], err or alone
+    assert alone["accelerator"] is None
+    here, _ = suite_models._run_worker(dict(job, impl="tpu-fused"), cfg)  # in this process
+    assert here["accelerator"] == "tpu" and "error" not in here["kinds"]["train"]
+
+
 def test_cuda_eager_peer(monkeypatch):
     # PyTorch CUDA eager is the peer that counts on a GPU machine: chosen
     # by default where torch sees a GPU, and compared with the tpu modes in
@@ -462,6 +480,7 @@ def test_cuda_eager_peer(monkeypatch):
         monkeypatch.setattr(suite_dispatch, "make_op",
                             lambda name, device: make_op(name, device.replace("cuda", "cpu")))
         monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+        monkeypatch.setattr(suite_models, "WITHOUT_TPU", ())  # keep the stand-ins above
     cfg = harness.Config(tiny=True, isolate=False, peers=False, models=["MLP"],
                          impls=["tpu-fused", "cuda-eager"])
     results = harness.Results()

@@ -36,6 +36,23 @@ from torchtpu._metrics import metrics, recompiles, report, reset_metrics  # noqa
 from torchtpu._modes import get_mode, mode, set_mode  # noqa: E402
 
 
+def _warn_beside_cuda():
+    """PyTorch keeps one accelerator per process (``at::getAccelerator()``)
+    and a registered PrivateUse1 backend takes it: from then on a backward
+    pass over cuda tensors fails with PyTorch's internal assert
+    "opt_ready_stream && opt_parent_stream" (pytorch/pytorch#161129; seen
+    with torch 2.11 on an H200). Said once where a CUDA build of torch
+    finds an NVIDIA device, without initializing CUDA."""
+    if torch.version.cuda and os.path.exists("/dev/nvidia0"):
+        import warnings
+
+        warnings.warn("torchtpu registered the tpu device, which PyTorch now takes as this "
+                      "process's only accelerator: a backward pass over cuda tensors fails in "
+                      "this process (pytorch/pytorch#161129). Train on cuda in a process "
+                      "without torchtpu (TORCH_DEVICE_BACKEND_AUTOLOAD=0 keeps `import torch` "
+                      "from loading it).", stacklevel=3)
+
+
 def _register():
     if torch._C._get_privateuse1_backend_name() != "tpu":
         torch.utils.rename_privateuse1_backend("tpu")
@@ -47,6 +64,7 @@ def _register():
     # engine's thread for the device and back, which costs as much as
     # recording the backward of a small model (docs/modes.md).
     torch.autograd.set_multithreading_enabled(False)
+    _warn_beside_cuda()
 
 
 _register()

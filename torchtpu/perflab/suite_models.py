@@ -7,7 +7,10 @@ counts on a GPU machine) and, for the MLP, JAX when installed.
 Each (model, kind, implementation) runs in a fresh process by default, with
 compile caches of its own that start empty, so a first step is a cold one;
 a crash in one combination does not end the run. (--no-isolate runs all in
-the perflab process: later first steps then reuse earlier compiles.)
+the perflab process: later first steps then reuse earlier compiles. CUDA
+eager runs in a process of its own all the same, one that never registers
+the tpu device: PyTorch keeps one accelerator per process, and once tpu is
+registered a backward pass over cuda tensors fails, pytorch/pytorch#161129.)
 
 A full run measures every combination in three rounds, one after the other
 (all combinations once, then again), and pools the steps of the rounds: on
@@ -46,10 +49,11 @@ Per model and kind:
                  all the process's other threads (XLA's, PyTorch's OpenMP
                  pool, PJRT's), over the wall time of the same steps: how
                  many cores a step keeps busy
-  paired ratios  tpu-strict, tpu-fused, cpu-eager and cuda-eager (those
-                 measured) once more in one process, in blocks of steps
-                 taken in turn: per round, one's time per step over the
-                 other's, so that a change of load falls on both sides
+  paired ratios  tpu-strict, tpu-fused and cpu-eager (those measured) once
+                 more in one process, in blocks of steps taken in turn: per
+                 round, one's time per step over the other's, so that a
+                 change of load falls on both sides (not CUDA eager: its
+                 backward cannot run beside tpu, above)
 """
 import importlib.util
 import json
@@ -163,10 +167,10 @@ def bench_one(name, impl, kind, shape, reps, max_warmup):
     """Measures one (model, impl, kind) in this process; returns a dict."""
     import torch
 
-    import torchtpu
-
     device = _device(impl)
     tpu = device == "tpu"
+    if tpu:
+        import torchtpu
     sync = {"tpu": harness.tpu_sync, "cuda": torch.cuda.synchronize}.get(device)
     out = {"model": name, "impl": impl, "kind": kind, "shape": shape}
     model, inputs, loss_fn = build(name, shape, device)
@@ -263,8 +267,7 @@ def bench_one(name, impl, kind, shape, reps, max_warmup):
 
 # Paired measurement: the implementations that can share one process, and
 # the ratios taken from their alternating blocks (first over second).
-PAIRS = (("tpu-fused", "tpu-strict"), ("tpu-fused", "cpu-eager"), ("tpu-strict", "cpu-eager"),
-         ("tpu-fused", "cuda-eager"), ("tpu-strict", "cuda-eager"))
+PAIRS = (("tpu-fused", "tpu-strict"), ("tpu-fused", "cpu-eager"), ("tpu-strict", "cpu-eager"))
 PAIRED_IMPLS = tuple(dict.fromkeys(i for pair in PAIRS for i in pair))
 
 
@@ -339,19 +342,22 @@ def worker(job):
     leaves the kinds finished before it."""
     import torch
 
-    import torchtpu
-
     harness.quiet_fallback_warnings()
     threads = torch.get_num_threads()
     if job.get("threads"):
         torch.set_num_threads(job["threads"])
+    accelerator = torch.accelerator.current_accelerator()
     doc = {"kinds": {}, "load_average": [harness.load_average()],
-           "torch_threads": torch.get_num_threads()}
+           "torch_threads": torch.get_num_threads(),
+           "accelerator": accelerator.type if accelerator else None}
     paired = "impls" in job
     tpu = paired or job["impl"].startswith("tpu-")
-    previous = torchtpu.get_mode()
-    if not paired and tpu:
-        torchtpu.set_mode(_mode(job["impl"]))
+    if tpu:
+        import torchtpu
+
+        previous = torchtpu.get_mode()
+        if not paired:
+            torchtpu.set_mode(_mode(job["impl"]))
     try:
         for kind in job["kinds"]:
             try:
@@ -373,7 +379,8 @@ def worker(job):
             if job.get("path"):
                 harness.write_json(job["path"], doc)
     finally:
-        torchtpu.set_mode(previous)
+        if tpu:
+            torchtpu.set_mode(previous)
         torch.set_num_threads(threads)
     return doc
 
@@ -389,14 +396,31 @@ def _child_env(label):
     return env
 
 
+# The implementations whose worker runs in a process that never imports the
+# torchtpu package, whose import registers the tpu device (see the module's
+# docstring); _WITHOUT_TPU starts it, a stand-in package letting Python find
+# perflab's modules.
+WITHOUT_TPU = ("cuda-eager",)
+_WITHOUT_TPU = ("import runpy, sys, types; package = types.ModuleType('torchtpu'); "
+                "package.__path__ = [sys.argv.pop(1)]; sys.modules['torchtpu'] = package; "
+                "runpy.run_module('torchtpu.perflab.suite_models', run_name='__main__', "
+                "alter_sys=True)")
+
+
 def _run_worker(job, cfg):
-    if not cfg.isolate:
+    alone = job.get("impl") in WITHOUT_TPU
+    if not cfg.isolate and not alone:
         return worker(job), None
     args = ["-m", "torchtpu.perflab.suite_models", "--worker", json.dumps(job)]
+    if alone:
+        args = ["-c", _WITHOUT_TPU, str(Path(__file__).resolve().parents[1]), *args[2:]]
     # A model's paired workers share a compile cache: they time no first step.
     label = (f"{job['model']}-paired" if "impls" in job
              else f"{job['model']}-{'-'.join(job['kinds'])}-{job['impl']}")
-    return harness.run_python(args, timeout=cfg.timeout, env=_child_env(label))
+    env = _child_env(label)
+    if alone:
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # nor through import torch
+    return harness.run_python(args, timeout=cfg.timeout, env=env)
 
 
 def _record(results, name, impl, kind, r):
