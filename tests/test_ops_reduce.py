@@ -383,10 +383,79 @@ def test_cumsum_cumprod(dtype):
         check(lambda a: op(a, 0), x)
 
 
-@pytest.mark.parametrize("n", [1, 2, 17, 1000])
+# Around the scan's blocks of 16: one block, a padded one, whole ones, and
+# two and three levels of blocks with padded tails.
+@pytest.mark.parametrize("n", [1, 2, 15, 16, 17, 256, 257, 1000, 4099])
 def test_cumsum_lengths(n):
     x = torch.randn(2, n)
     check(lambda a: (a.cumsum(1), (a * 0.01 + 1).cumprod(1)), x, atol=1e-4, rtol=1e-4)
+    i = torch.randint(-9, 10, (n, 3), dtype=torch.int32)
+    check(lambda a: a.cumsum(0), i)  # int64, exact
+
+
+def test_scan_long_dims():
+    # 2**20 + 3 elements: five levels of blocks, each with a padded tail.
+    n = 2**20 + 3
+    i = torch.randint(-1000, 1000, (n,), dtype=torch.int32)
+    check(lambda a: a.cumsum(0), i)
+    signs = torch.randint(0, 2, (n,), dtype=torch.int8) * 2 - 1
+    signs[::97] = 3  # the products wrap around int64, as on CPU
+    check(lambda a: a.cumprod(0), signs)
+    check(lambda a: a.flip(0).cumsum(-1), i)
+    check(lambda a: a.view(-1, 1).cumsum(0), i)
+    # Floating point against float64: a sum's error is within (the number of
+    # additions on the longest path to it) * eps * sum(|x[:k+1]|) in any
+    # order: here at most 5 levels of 16, about 85 eps at worst; random
+    # rounding stays near 1 eps (CPU's own float32 scan adds in double).
+    x = torch.randn(n)
+    eps = torch.finfo(torch.float32).eps
+    got = x.to(TPU).cumsum(0).cpu().double()
+    assert (got - x.double().cumsum(0)).abs().le(16 * eps * x.double().abs().cumsum(0)).all()
+    # A product's error, in any order, is the sum of its k - 1 roundings'
+    # relative errors: a random walk of about sqrt(k) * eps / 3.5 (k * eps / 2
+    # at worst). CPU's float32 scan multiplies in double.
+    f = x * 0.01 + 1  # products stay within float32's range
+    got = f.to(TPU).cumprod(0).cpu().double()
+    want = f.double().cumprod(0)
+    k = torch.arange(1, n + 1, dtype=torch.float64)
+    assert (got - want).abs().le(2 * eps * k.sqrt() * want.abs()).all()
+
+
+def test_cumsum_cumprod_layouts_and_dtypes():
+    x = torch.randn(40, 300)
+    for fn in (lambda a: a.t().cumsum(1), lambda a: a.t().cumprod(0),
+               lambda a: a[::3, 1::2].cumsum(1), lambda a: a.flip(1).cumsum(-1),
+               lambda a: a.view(40, 3, 100).cumsum(1), lambda a: a.view(40, 3, 100).cumsum(-3),
+               lambda a: a[:, :1].cumsum(1), lambda a: a[:, :0].cumsum(1), lambda a: a[:0].cumprod(1),
+               lambda a: a.cumsum(1, dtype=torch.float64), lambda a: a.half().cumsum(1, dtype=torch.float32)):
+        check(fn, x, atol=1e-4, rtol=1e-4)
+    for dtype in (torch.float16, torch.bfloat16):
+        check(lambda a: a.cumsum(1), x.to(dtype))
+        check(lambda a: (a * 0.01 + 1).cumprod(1), x.to(dtype))
+    check(lambda a: a.cumsum(1, dtype=torch.float16), torch.randint(-3, 4, (4, 300), dtype=torch.int8))
+    check(lambda a: a.cumsum(0), torch.randn(257, 5, dtype=torch.complex64), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("op,dtype", [(torch.cumsum, torch.float32), (torch.cumprod, torch.float32),
+                                      (torch.cumsum, torch.int32)],
+                         ids=["cumsum-float32", "cumprod-float32", "cumsum-int32"])
+def test_scans_keep_little_scratch(op, dtype):
+    # The scan was log2(n) shifted adds, each a full-size buffer in XLA's
+    # scratch memory: a 4 MiB float32 cumsum took 80 MiB (and 160 MiB for
+    # int32, which scans in int64). Now the scratch is the block totals,
+    # about a fifteenth of the result, over the result itself.
+    x = torch.randn(1 << 20) * 0.001 + 1 if dtype.is_floating_point else \
+        torch.randint(-100, 100, (1 << 20,), dtype=dtype)
+    for shape, dim in [((1 << 20,), 0), ((1024, 1024), 0), ((1024, 1024), 1)]:
+        t = x.view(shape).to(TPU)
+        torch.tpu.synchronize()
+        before = torch.tpu.memory_allocated()
+        torch.tpu.reset_peak_memory_stats()
+        got = op(t, dim)
+        torch.tpu.synchronize()
+        result_bytes = got.numel() * got.element_size()
+        assert torch.tpu.max_memory_allocated() - before <= result_bytes + x.numel() * x.element_size() // 4
+        assert_same(op(x.view(shape), dim), got, atol=1e-4, rtol=1e-4)
 
 
 def test_cumsum_forms_and_errors():
