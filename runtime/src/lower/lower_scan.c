@@ -89,7 +89,9 @@ static tpu_status_t cumulative(tpu_lower_ctx_t* cx, bool is_prod) {
   int64_t dim;
   TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 1, 0), rank, &dim));
   tpu_dtype_t acc = tpu_opmath(out);
-  tpu_val_t x = tpu_lower_input(cx, 0, acc);
+  // The input becomes the result's dtype first, as CPU's self.to(dtype):
+  // cumsum(dtype=torch.bfloat16) of float32 adds the rounded values.
+  tpu_val_t x = tpu_ir_convert(cx->g, tpu_lower_input(cx, 0, out), acc);
   if (rank > 0)
     x = tpu_lower_scan(cx, x, (int)dim, is_prod ? TPU_IR_MUL : TPU_IR_ADD, is_prod ? 1 : 0);
   tpu_lower_out(cx, 0, tpu_ir_convert(cx->g, x, out));
