@@ -41,15 +41,24 @@ static tpu_val_t blocked_scan(tpu_graph_t* g, tpu_val_t x, tpu_body_t body, tpu_
   int64_t size = len < SCAN_BLOCK ? len : SCAN_BLOCK;
   int64_t blocks = (len + size - 1) / size, whole = blocks * size;
   int64_t start[3] = {0, 0, 0}, none[3] = {0, 0, 0}, tail[3] = {0, whole - len, 0};
-  if (whole > len) x = tpu_ir_pad(g, x, id, none, tail, NULL);
   int64_t split[4] = {outer, blocks, size, inner};
-  tpu_val_t xb = tpu_ir_reshape(g, x, split, 4);
+  tpu_val_t padded = whole > len ? tpu_ir_pad(g, x, id, none, tail, NULL) : x;
+  tpu_val_t xb = tpu_ir_reshape(g, padded, split, 4);
   tpu_val_t r = scan_within_blocks(g, xb, body, id);
   if (blocks > 1) {
-    // The totals come from the input rather than from r's last column, so
-    // that r stays fused into the combine below.
+    // The block totals ([outer, blocks, inner]) come from the input rather
+    // than from r's last column, so that r stays fused into the combine
+    // below. A padded input read twice became a full-size buffer, so then
+    // they are a strided reduce_window, which pads on its own.
     int64_t block_axis = 2;
-    tpu_val_t totals = tpu_ir_reduce(g, xb, id, &block_axis, 1, body);  // [outer, blocks, inner]
+    tpu_window_t w;
+    memset(&w, 0, sizeof w);
+    for (int i = 0; i < 3; ++i)
+      w.dims[i] = w.strides[i] = w.base_dilations[i] = w.window_dilations[i] = 1;
+    w.dims[1] = w.strides[1] = size;
+    w.pad_hi[1] = whole - len;
+    tpu_val_t totals = whole > len ? tpu_ir_reduce_window(g, x, id, &w, body)
+                                   : tpu_ir_reduce(g, xb, id, &block_axis, 1, body);
     tpu_val_t upto = blocked_scan(g, totals, body, id);
     // Exclusive: block b gets the totals of blocks 0..b-1 (the identity for 0).
     int64_t limit[3] = {outer, blocks - 1, inner}, shift[3] = {0, 1, 0}, kept[3] = {0, 1, 3};
