@@ -442,6 +442,118 @@ def test_a_device_error_found_at_a_failed_read_is_raised_at_the_next_sync(mode):
         torch.tpu.synchronize()
     still_works()
 
+
+@pytest.mark.parametrize("mode, background", [("strict", "1"), ("fused", "1"), ("fused", "0")])
+def test_a_device_error_found_at_a_failed_synchronize_is_raised_at_the_next_sync(
+        mode, background, monkeypatch):
+    # A gather's index out of range is found at the sync whose own work
+    # fails too (fused mode: the graph recorded since the last flush point
+    # runs out of memory at the sync's flush; strict mode raised that at
+    # the op). The sync raises its own failure; the index error was dropped
+    # there, never raised, and now waits for the next sync.
+    monkeypatch.setenv("TORCHTPU_BACKGROUND_COMPILE", background)
+    with torchtpu.mode(mode):
+        src = torch.arange(10.0, device="tpu")
+        with torchtpu.mode(mode):  # fused: a graph of its own, launched at the end
+            gathered = torch.gather(src, 0, torch.tensor([1, 20], device="tpu"))  # noqa: F841
+        with pytest.raises(torch.tpu.OutOfMemoryError):
+            huge = torch.empty(10**12, device="tpu")
+            huge.fill_(1.0)
+            torch.tpu.synchronize()
+        del huge
+        with pytest.raises(RuntimeError, match="index 20 is out of bounds"):
+            torch.tpu.synchronize()
+        torch.tpu.synchronize()
+    still_works()
+
+
+@pytest.mark.parametrize("mode, background", [("strict", "1"), ("fused", "1"), ("fused", "0")])
+def test_a_device_error_found_with_a_failed_launch_is_raised_at_the_next_sync(
+        mode, background, monkeypatch):
+    # A graph compiled in the background that fails to launch (its scratch
+    # memory passes the cap) and a gather's index out of range are found at
+    # the same host read: it raised the first and dropped the other (strict
+    # mode and fused mode without the compile thread raise the first at the
+    # op or the flush).
+    monkeypatch.setenv("TORCHTPU_BACKGROUND_COMPILE", background)
+    a = torch.randn(512, 512).tpu()
+    src = torch.arange(10.0, device="tpu")
+    torch.tpu.synchronize()
+    total = torch.tpu.get_device_properties().total_memory
+    torch.tpu.set_per_process_memory_fraction((torch.tpu.memory_allocated() + 2**18) / total)
+    try:
+        with torchtpu.mode(mode):
+            with torchtpu.mode(mode):
+                gathered = torch.gather(src, 0, torch.tensor([1, 20], device="tpu"))  # noqa: F841
+            with pytest.raises(torch.tpu.OutOfMemoryError):
+                ((a @ a).sigmoid() @ a).sum().item()  # a graph no other test runs
+            with pytest.raises(RuntimeError, match="index 20 is out of bounds"):
+                torch.tpu.synchronize()
+            torch.tpu.synchronize()
+    finally:
+        torch.tpu.set_per_process_memory_fraction(1.0)
+    still_works()
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_two_device_errors_found_at_one_sync_are_raised_at_two_syncs(mode):
+    # Each failure is raised once: the first at the sync that finds both,
+    # the second at the next (it was dropped). The same op failing the same
+    # way again (a loop) is one error. (A fused graph's check says its
+    # first failed assertion only: the ops run in graphs of their own.)
+    with torchtpu.mode(mode):
+        src = torch.arange(10.0, device="tpu")
+        results = []
+        for bad in (20, 20, 20, 30):
+            with torchtpu.mode(mode):
+                results.append(torch.gather(src, 0, torch.tensor([1, bad], device="tpu")))
+        with pytest.raises(RuntimeError, match="index 20 is out of bounds"):
+            torch.tpu.synchronize()
+        with pytest.raises(RuntimeError, match="index 30 is out of bounds"):
+            torch.tpu.synchronize()
+        torch.tpu.synchronize()
+    still_works()
+
+
+@two_devices
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_device_errors_of_two_devices_found_at_one_sync_are_raised_at_two_syncs(mode):
+    # torch.tpu.synchronize(-1) raised the first device's error and dropped
+    # the second's; that one now waits for the next sync of its device.
+    with torchtpu.mode(mode):
+        for i, bad in ((0, 20), (1, 30)):
+            src = torch.arange(10.0, device=f"tpu:{i}")
+            torch.gather(src, 0, torch.tensor([1, bad], device=f"tpu:{i}"))
+        with pytest.raises(RuntimeError, match="index 20 is out of bounds"):
+            torch.tpu.synchronize(-1)
+        with pytest.raises(RuntimeError, match="index 30 is out of bounds"):
+            torch.tpu.synchronize("tpu:1")
+        torch.tpu.synchronize(-1)
+    still_works()
+
+
+@pytest.mark.parametrize("mode, background", [("strict", "1"), ("fused", "1"), ("fused", "0")])
+def test_a_graph_that_fails_at_an_event_record_is_raised_at_the_next_sync(
+        mode, background, monkeypatch):
+    # Recording an event launches what fused mode recorded; a graph that
+    # failed there (out of memory at the flush) changed nothing, and its
+    # error was dropped: an in-place update was lost without a word.
+    monkeypatch.setenv("TORCHTPU_BACKGROUND_COMPILE", background)
+    with torchtpu.mode(mode):
+        w = torch.zeros(4, device="tpu")
+        torch.tpu.synchronize()
+        with pytest.raises(torch.tpu.OutOfMemoryError):
+            w.add_(1)
+            huge = torch.empty(10**12, device="tpu")
+            huge.fill_(1.0)
+            event = torch.tpu.Event()
+            event.record()
+            event.synchronize()
+            torch.tpu.synchronize()
+        torch.tpu.synchronize()
+    still_works()
+
+
 def test_dlpack_is_refused_not_misread():
     # A tpu tensor has no host-addressable memory to share: importing it
     # through DLPack raises (PyTorch's own message), a tensor made from its

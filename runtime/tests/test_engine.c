@@ -220,6 +220,43 @@ static tpu_status_t add_selected(const tpu_view_t* acc, const tpu_view_t* x,
   return s;
 }
 
+// Failures found before a sync wait for syncs, one each, oldest first; one
+// that says what a kept one says (another op's check of the same data) is
+// raised once, and so is one that a sync's own failure says again. Past 16,
+// the others are dropped (logged): memory stays bounded.
+void test_engine_failures_wait_for_syncs(void) {
+  CHECK_OK(tpu_runtime_init());
+  tpu_dev_t* d;
+  CHECK_OK(tpu_dev_get(0, &d));
+  CHECK_OK(tpu_synchronize(0));
+  tpu_dev_lock(d);
+  for (int i = 0; i < 20; ++i) {
+    tpu_dev_report(d, tpu_status_make(TPU_CODE_OUT_OF_RANGE,
+                                      "index %d is out of bounds\n(checked on the device by "
+                                      "gather)", i));
+    if (i == 1)
+      tpu_dev_report(d, tpu_status_make(TPU_CODE_OUT_OF_RANGE, "index 1 is out of bounds\n"
+                                        "(checked on the device by scatter_add)"));
+  }
+  tpu_dev_unlock(d);
+  for (int i = 0; i < 16; ++i) {
+    char want[32];
+    snprintf(want, sizeof want, "index %d is out", i);
+    CHECK_ERROR(tpu_synchronize(0), TPU_CODE_OUT_OF_RANGE, want);
+  }
+  CHECK_OK(tpu_synchronize(0));
+  tpu_dev_lock(d);
+  tpu_dev_report(d, tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of memory"));
+  tpu_dev_report(d, tpu_status_make(TPU_CODE_OUT_OF_RANGE, "index 7 is out of bounds"));
+  tpu_status_t own = tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED,
+                                     "this tensor holds the result of a computation that "
+                                     "failed: out of memory");
+  CHECK_ERROR(tpu_dev_check(d, own), TPU_CODE_RESOURCE_EXHAUSTED, "holds the result");
+  tpu_dev_unlock(d);
+  CHECK_ERROR(tpu_synchronize(0), TPU_CODE_OUT_OF_RANGE, "index 7 is out");
+  CHECK_OK(tpu_synchronize(0));
+}
+
 // A loop that never reads back: checks that finished are read as new ones
 // are queued, so the set of checks a value depends on stays small; a
 // failure read that way is raised at the next sync, and then poisons what

@@ -105,10 +105,60 @@ static tpu_status_t result_of(const tpu_pending_check_t* c) {
   return s;
 }
 
-void tpu_dev_report(tpu_dev_t* d, tpu_status_t s) {
-  if (!d->unreported) d->unreported = s;
-  else tpu_status_free(s);
+//===--- failures waiting for a sync ---===//
+
+// Failures kept for syncs at most: past that (many checks failed, each with
+// its own numbers, before a sync), the first one more is logged instead of
+// kept, and the others until a sync are dropped.
+enum { MAX_UNREPORTED = 16 };
+
+// The length of message `m` without the line on where a device-side check
+// came from (op.c's "\n(checked on the device by ...)").
+static size_t without_where(const char* m) {
+  const char* where = strstr(m, "\n(checked on the device by ");
+  return where ? (size_t)(where - m) : strlen(m);
 }
+
+// Whether `s` is `failure`, or says it with more in front ("this tensor
+// holds the result of a computation that failed: ..."). Where a check came
+// from does not count: another op that checked the same data (the backward
+// of the op that failed) or the same op again (a loop) says the same.
+static bool says(tpu_status_t s, tpu_status_t failure) {
+  const char *m = tpu_status_message(s), *f = tpu_status_message(failure);
+  size_t nm = without_where(m), nf = without_where(f);
+  return nm >= nf && memcmp(m + nm - nf, f, nf) == 0;
+}
+
+bool tpu_same_failure(tpu_status_t a, tpu_status_t b) { return says(a, b) || says(b, a); }
+
+// Keeps `s` (taken; TPU_OK: none) as the `at`-th failure waiting.
+static void keep_at(tpu_dev_t* d, int at, tpu_status_t s) {
+  if (!s) return;
+  for (int i = 0; i < d->num_unreported; ++i) {
+    if (tpu_same_failure(s, d->unreported[i])) {  // said once is enough
+      tpu_status_free(s);
+      return;
+    }
+  }
+  if (d->num_unreported == MAX_UNREPORTED ||
+      !tpu_dev_grow((void**)&d->unreported, &d->unreported_cap, d->num_unreported + 1,
+                    sizeof *d->unreported)) {
+    if (!d->unreported_overflow)
+      tpu_log(TPU_LOG_WARN,
+              "tpu:%d: %d errors wait for the next syncs; this one and those found after it "
+              "before a sync are not kept: %s", d->index, d->num_unreported,
+              tpu_status_message(s));
+    d->unreported_overflow = true;
+    tpu_status_free(s);
+    return;
+  }
+  memmove(d->unreported + at + 1, d->unreported + at,
+          sizeof *d->unreported * (size_t)(d->num_unreported - at));
+  d->unreported[at] = s;
+  ++d->num_unreported;
+}
+
+void tpu_dev_report(tpu_dev_t* d, tpu_status_t s) { keep_at(d, d->num_unreported, s); }
 
 // Reads the oldest check (waits for it when `wait`, else only if finished);
 // a failure is remembered and reported once. False: nothing read.
@@ -149,13 +199,21 @@ uint64_t tpu_dev_add_check(tpu_dev_t* d, tpu_buffer_t* code, tpu_buffer_t* numbe
   return c->id;
 }
 
-tpu_status_t tpu_dev_check(tpu_dev_t* d) {
-  tpu_dev_report(d, tpu_dev_undo_failed_jobs(d));
+tpu_status_t tpu_dev_check(tpu_dev_t* d, tpu_status_t own) {
+  int at = d->num_unreported;
+  keep_at(d, at, tpu_dev_undo_failed_jobs(d));  // before the other failed jobs' it kept
   while (read_oldest(d, true)) {}
   d->checks_raised_below = d->checks_read_below;
-  tpu_status_t s = d->unreported;
-  d->unreported = NULL;
-  return s;
+  int kept = 0;
+  for (int i = 0; i < d->num_unreported; ++i) {
+    tpu_status_t u = d->unreported[i];
+    if (!own) own = u;
+    else if (tpu_same_failure(own, u)) tpu_status_free(u);  // often a failed launch's, twice
+    else d->unreported[kept++] = u;
+  }
+  d->num_unreported = kept;
+  d->unreported_overflow = false;
+  return own;
 }
 
 void tpu_dev_drop_checks(tpu_dev_t* d) {
@@ -169,8 +227,10 @@ void tpu_dev_drop_checks(tpu_dev_t* d) {
   tpu_free(d->failed);
   d->failed = NULL;
   d->num_failed = d->failed_cap = 0;
-  tpu_status_free(d->unreported);
+  for (int i = 0; i < d->num_unreported; ++i) tpu_status_free(d->unreported[i]);
+  tpu_free(d->unreported);
   d->unreported = NULL;
+  d->num_unreported = d->unreported_cap = 0;
 }
 
 //===--- suspect values ---===//

@@ -49,14 +49,6 @@ static tpu_status_t failed_value(tpu_dev_t* d, tpu_slot_t* s) {
            : TPU_OK;
 }
 
-// Whether `s` is `failure`, or says it with more in front ("this tensor
-// holds the result of a computation that failed: ...").
-static bool same_failure(tpu_status_t s, tpu_status_t failure) {
-  const char *m = tpu_status_message(s), *f = tpu_status_message(failure);
-  size_t nm = strlen(m), nf = strlen(f);
-  return nm >= nf && strcmp(m + nm - nf, f) == 0;
-}
-
 tpu_status_t tpu_copy_to_host(const tpu_view_t* src, void* data, size_t size) {
   int64_t n = tpu_view_numel(src);
   size_t need = (size_t)n * tpu_dtype_size(src->dtype);
@@ -70,12 +62,8 @@ tpu_status_t tpu_copy_to_host(const tpu_view_t* src, void* data, size_t size) {
   tpu_dev_lock(d);
   tpu_status_t s = n ? materialize(d, src, &b) : tpu_dev_flush(d);
   // Device-side errors of everything run so far surface at a host read;
-  // one that comes with another failure of the read's own waits for the
-  // next sync (dropped here, it was never raised).
-  tpu_status_t checked = tpu_dev_check(d);
-  if (!s) s = checked;
-  else if (checked && !same_failure(s, checked)) tpu_dev_report(d, checked);
-  else tpu_status_free(checked);
+  // those that come with a failure of the read's own wait for the next sync.
+  s = tpu_dev_check(d, s);
   if (!s && b) s = failed_value(d, src->slot);
   tpu_dev_unlock(d);
   if (!s && b) s = tpu_buffer_to_host(b, data, need);
@@ -156,7 +144,7 @@ tpu_status_t tpu_copy(const tpu_view_t* dst, const tpu_view_t* src) {
     tpu_status_t s = materialize(sd, src, &b);
     // Checks belong to their device: read the ones the value depends on
     // here rather than carry them to the other device.
-    if (!s && src->slot->suspicion) s = tpu_dev_check(sd);
+    if (!s && src->slot->suspicion) s = tpu_dev_check(sd, TPU_OK);
     if (!s) s = failed_value(sd, src->slot);
     tpu_dev_unlock(sd);
     if (!s) s = tpu_buffer_copy_to_device(b, dd->index, &moved);
@@ -188,22 +176,22 @@ static tpu_status_t for_devices(int device, tpu_status_t (*fn)(tpu_dev_t*)) {
     TPU_RETURN_IF_ERROR(tpu_dev_get(i, &d));
     tpu_dev_lock(d);
     tpu_status_t s = fn(d);
+    // One failure is raised; another device's waits for that device's next sync.
+    if (s && first) tpu_dev_report(d, s);
+    else if (s) first = s;
     tpu_dev_unlock(d);
-    if (s && !first) first = s;
-    else tpu_status_free(s);
   }
   return first;
 }
 
+// Raises the failure of the flush, else of an execution, else the oldest
+// found; the others found with it wait for the next syncs.
 static tpu_status_t synchronize(tpu_dev_t* d) {
   tpu_status_t s = tpu_dev_flush(d);
   tpu_status_t w = tpu_dev_wait_all(d);
   if (!s) s = w;
-  else tpu_status_free(w);
-  tpu_status_t c = tpu_dev_check(d);
-  if (!s) s = c;
-  else tpu_status_free(c);  // often the same failure: a failed launch's event gave it
-  return s;
+  else tpu_dev_report(d, w);
+  return tpu_dev_check(d, s);
 }
 
 static tpu_status_t flush_deferred(tpu_dev_t* d) {

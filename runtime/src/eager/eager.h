@@ -148,7 +148,11 @@ typedef struct tpu_dev {
   uint64_t checks_raised_below;
   tpu_failed_check_t* failed;  // the checks read back as failed
   int num_failed, failed_cap;
-  tpu_status_t unreported;     // a failure read before a sync asked for it
+  // Failures found and not raised yet, oldest first: a sync raises the
+  // first (or a failure of its own), the others wait for the next syncs.
+  tpu_status_t* unreported;
+  int num_unreported, unreported_cap;
+  bool unreported_overflow;  // one was not kept since the last sync (logged)
   // Cached 0-d inputs for Python numbers.
   struct tpu_scalar_cache* scalars;
   tpu_job_t* jobs;  // flushes run by the compile thread, oldest first
@@ -253,11 +257,19 @@ void tpu_background_stop(void);
 // (NULL: none; takes them and the statuses); returns its id.
 uint64_t tpu_dev_add_check(tpu_dev_t* d, tpu_buffer_t* code, tpu_buffer_t* numbers,
                            tpu_status_t* statuses, int num_asserts);
-// Reads the assertion results of executed graphs (waits for them) and
-// undoes failed jobs; returns the first failure not reported yet.
-TPU_MUST_USE tpu_status_t tpu_dev_check(tpu_dev_t* d);
-// Keeps the first failure not reported yet (taken), for the next sync.
+// At a sync: reads the assertion results of executed graphs (waits for
+// them) and undoes failed jobs. Returns what the sync raises: `own` (taken),
+// the failure of the sync's own work, if any, else the oldest failure found
+// and not raised yet. The others wait for the next syncs, one each, except
+// those that `own` says again.
+TPU_MUST_USE tpu_status_t tpu_dev_check(tpu_dev_t* d, tpu_status_t own);
+// Keeps a failure (taken; TPU_OK: none) for the next sync, unless one kept
+// says the same.
 void tpu_dev_report(tpu_dev_t* d, tpu_status_t s);
+// Whether one status is the other, or says it with more in front ("this
+// tensor holds the result of a computation that failed: ..."), wherever a
+// device-side check that failed came from.
+bool tpu_same_failure(tpu_status_t a, tpu_status_t b);
 void tpu_dev_drop_checks(tpu_dev_t* d);  // at shutdown
 // The error that makes the slot's buffer wrong, or NULL (borrowed).
 tpu_status_t tpu_dev_poison(tpu_dev_t* d, tpu_slot_t* s);

@@ -565,5 +565,5 @@ tpu_status_t tpu_dev_after_op(tpu_dev_t* d, int op) {
   // Debug: wait for the results and raise device-side errors at the op.
   tpu_metric_add(TPU_M_HOST_SYNCS, 1);
   TPU_RETURN_IF_ERROR(flush(d, true));
-  return tpu_dev_check(d);
+  return tpu_dev_check(d, TPU_OK);
 }

@@ -87,7 +87,9 @@ tpu_status_t tpu_point_record(int device, tpu_point_t** out) {
   call_once(&callbacks_once, callbacks_init);
   tpu_dev_lock(d);
   p->order = ++d->points_recorded;
-  tpu_status_free(tpu_dev_flush(d));
+  // A point raises nothing: a graph that fails to launch here (fused mode)
+  // changed nothing, which the next sync says.
+  tpu_dev_report(d, tpu_dev_flush(d));
   for (int i = 0; i < d->num_inflight; ++i) {
     if (tpu_event_is_ready(d->inflight[i])) continue;
     mtx_lock(&p->mu);
