@@ -495,6 +495,59 @@ def test_a_device_error_found_with_a_failed_launch_is_raised_at_the_next_sync(
     still_works()
 
 
+def test_graphs_that_fail_to_launch_on_their_own_are_each_raised(monkeypatch):
+    # Fused mode, compiled in the background: of the graphs that failed to
+    # launch before a sync, only the oldest failure was raised. One that
+    # failed on its own (not from reading the first's results) was dropped,
+    # and its in-place update was lost without a word; so was a backward
+    # pass's graph that failed at the end of the pass, and of two such
+    # passes before a sync, the second's. Each is raised now, one sync after
+    # the other.
+    monkeypatch.setenv("TORCHTPU_BACKGROUND_COMPILE", "1")
+    a = torch.randn(512, 512).tpu()
+    w = torch.zeros(4, device="tpu")
+    p = torch.ones(4, device="tpu", requires_grad=True)
+    torch.tpu.synchronize()
+    total = torch.tpu.get_device_properties().total_memory
+    torch.tpu.set_per_process_memory_fraction((torch.tpu.memory_allocated() + 2**18) / total)
+    try:
+        with torchtpu.mode("fused"):
+            with torchtpu.mode("fused"):  # graphs no other test runs
+                first = ((a @ a).sin() @ a).sum()  # noqa: F841
+            with torchtpu.mode("fused"):
+                w.add_(1)
+                second = ((a @ a).cos() @ a).sum()  # noqa: F841
+            with pytest.raises(torch.tpu.OutOfMemoryError, match="recorded from mm to sum_all"):
+                torch.tpu.synchronize()
+            with pytest.raises(torch.tpu.OutOfMemoryError, match="recorded from add to sum_all"):
+                torch.tpu.synchronize()
+            torch.tpu.synchronize()
+            with torchtpu.mode("fused"):
+                third = ((a @ a).tan() @ a).sum()  # noqa: F841
+            huge = torch.zeros(10**12, device="tpu")  # noqa: F841
+            (p * 2).sum().backward()  # its graph fails at the end of the pass
+            with pytest.raises(torch.tpu.OutOfMemoryError, match="recorded from mm to sum_all"):
+                torch.tpu.synchronize()
+            with pytest.raises(torch.tpu.OutOfMemoryError, match="tried to allocate 3.64 TiB"):
+                torch.tpu.synchronize()
+            torch.tpu.synchronize()
+            for n in (10**12, 10**11):  # two passes whose graphs fail at their ends
+                p.grad = None
+                huge = torch.zeros(n, device="tpu")
+                (p * 2).sum().backward()
+            raised = set()
+            for _ in range(2):
+                with pytest.raises(torch.tpu.OutOfMemoryError) as e:
+                    torch.tpu.synchronize()
+                raised.add(str(e.value).split("tried to allocate ")[1].split(" with")[0])
+            assert raised == {"3.64 TiB", "372.53 GiB"}  # 4e12 and 4e11 bytes, in either order
+            torch.tpu.synchronize()
+    finally:
+        torch.tpu.set_per_process_memory_fraction(1.0)
+    assert torch.equal(w.cpu(), torch.zeros(4))  # its graph never ran
+    still_works()
+
+
 @pytest.mark.parametrize("mode", ["strict", "fused"])
 def test_two_device_errors_found_at_one_sync_are_raised_at_two_syncs(mode):
     # Each failure is raised once: the first at the sync that finds both,

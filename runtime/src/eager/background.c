@@ -202,16 +202,26 @@ void tpu_dev_reap(tpu_dev_t* d, bool wait) {
   }
 }
 
+// Whether the job read the results of a job that failed to launch: it
+// failed with that one (whatever its own message says, a compile failure
+// found first, say), as a flush that reads them does.
+static bool reads_a_failed_launch(const tpu_job_t* j) {
+  for (int i = 0; i < j->num_params; ++i)
+    if (tpu_buffer_is_broken(j->params[i])) return true;
+  return false;
+}
+
 // A job that failed to launch never ran: the slots it wrote that still hold
 // its results get back what they held before it (newest job first, so that
 // a slot that several failed jobs wrote ends with its value from before the
 // first). This waits for the next sync, so that until then every graph that
 // reads those results fails too, whatever the compile thread's progress.
-// A job that failed because an earlier one did says so in its message;
-// only the oldest failure not raised yet is returned.
+// The oldest failure not raised yet is returned; a later one waits for the
+// next sync, unless it failed with an earlier one (it read its results, or
+// says its failure).
 tpu_status_t tpu_dev_undo_failed_jobs(tpu_dev_t* d) {
   tpu_dev_reap(d, true);
-  tpu_status_t oldest = TPU_OK;
+  tpu_job_t* oldest_first = NULL;
   for (tpu_job_t* j; (j = d->failed_jobs);) {
     d->failed_jobs = j->next;
     for (int i = 0; i < j->num_slots; ++i) {
@@ -223,15 +233,24 @@ tpu_status_t tpu_dev_undo_failed_jobs(tpu_dev_t* d) {
       tpu_buffer_release(slot->buffer);
       slot->buffer = j->before[i];
     }
-    if (!tpu_promise_raised(j->promise)) {
-      tpu_status_free(oldest);
-      oldest = tpu_promise_failure(j->promise, true);
-    }
+    j->next = oldest_first;
+    oldest_first = j;
+  }
+  tpu_status_t oldest = TPU_OK;
+  for (tpu_job_t* j; (j = oldest_first);) {
+    oldest_first = j->next;
+    tpu_status_t f = tpu_promise_raised(j->promise) ? TPU_OK
+                                                    : tpu_promise_failure(j->promise, true);
+    if (!oldest) oldest = f;
+    else if (f && (reads_a_failed_launch(j) || tpu_same_failure(f, oldest))) tpu_status_free(f);
+    else tpu_dev_report(d, f);
     free_job(j);
   }
-  if (!oldest) oldest = d->deferred;
-  else tpu_status_free(d->deferred);
+  tpu_status_t deferred = d->deferred;
   d->deferred = NULL;
+  if (!oldest) oldest = deferred;
+  else if (deferred && tpu_same_failure(deferred, oldest)) tpu_status_free(deferred);
+  else tpu_dev_report(d, deferred);
   return oldest;
 }
 

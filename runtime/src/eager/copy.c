@@ -197,7 +197,7 @@ static tpu_status_t synchronize(tpu_dev_t* d) {
 static tpu_status_t flush_deferred(tpu_dev_t* d) {
   tpu_status_t s = tpu_dev_flush(d);
   if (!d->deferred) d->deferred = s;
-  else tpu_status_free(s);
+  else tpu_dev_report(d, s);  // a later pass's: raised at a later sync
   return TPU_OK;
 }
 
