@@ -18,6 +18,25 @@
 namespace torchtpu {
 namespace {
 
+using Hash = std::pair<uint64_t, uint64_t>;
+
+// The reasons a line needed a new program, as recompiles() reports them.
+// A number an op special-cases (pow's exponent 2 or 0.5, add's alpha 1) is
+// built into the program at those values and is an input at others: when
+// the line's numbers went in or out of the program, it says so.
+const char* const kConstant = "a constant or attribute changed (sizes, dims, values)";
+const char* const kSpecialNumber =
+    "a constant or attribute changed (a number at a value the op special-cases, "
+    "as pow's exponent 2 or add's alpha 1)";
+const char* const kInputType = "input shape or dtype changed";
+// The same ops reading more or fewer tensors: one tensor passed as two
+// arguments (x * x, then x * y), or a value that leaves an argument unread
+// (addmm's beta 0, a power of 0). No input's type changed.
+const char* const kInputsRead =
+    "the tensors it reads changed (one passed twice, or one an op leaves unread at a "
+    "special value, as addmm's beta 0)";
+const char* const kGraphCut = "graph cut at a different point";
+
 struct Site {
   std::string frame, op;
   int programs = 0, from_disk = 0;  // new programs; those loaded from the disk cache
@@ -25,13 +44,16 @@ struct Site {
   std::set<int64_t> steps;  // training steps in which it needed a new program
   std::set<int64_t> reads;  // host reads before each time it did
   int64_t last_reads = 0, last_hits = 0;  // host reads and cache hits before its last
-  // The graphs (ops) and graphs with their input types (ops, inputs) it
-  // needed programs for. A line may need several programs each step (two
-  // matmuls of different shapes, the backward ops of every layer at
+  // The graphs (ops), graphs with how many tensors they read (counted), with
+  // their tensor inputs' types (typed) and with the numbers they take as
+  // inputs too (numbered) it needed programs for. A line may need several programs each step (two matmuls
+  // of different shapes, the backward ops of every layer at
   // loss.backward()): a reason compares with all of them, not just the
   // last, which is often the line's other program.
-  std::set<std::pair<uint64_t, uint64_t>> graphs;
-  std::set<std::pair<std::pair<uint64_t, uint64_t>, std::pair<uint64_t, uint64_t>>> typed;
+  std::set<Hash> graphs;
+  std::set<std::pair<Hash, int>> counted;
+  std::set<std::pair<Hash, Hash>> typed;
+  std::set<std::pair<std::pair<Hash, Hash>, Hash>> numbered;
 };
 
 std::mutex lock;
@@ -102,17 +124,22 @@ void on_compile(void*, const tpu_compile_event_t* e) {
   std::string op = e->first_op >= 0 ? tpu_op_name(e->first_op) : "copy";
   std::lock_guard<std::mutex> g(lock);
   Site& s = sites[frame + "|" + op];
-  std::pair<uint64_t, uint64_t> ops{e->ops_hash.lo, e->ops_hash.hi};
-  std::pair<uint64_t, uint64_t> inputs{e->inputs_hash.lo, e->inputs_hash.hi};
+  Hash ops{e->ops_hash.lo, e->ops_hash.hi};
+  Hash inputs{e->inputs_hash.lo, e->inputs_hash.hi};
+  Hash numbers{e->numbers_hash.lo, e->numbers_hash.hi};
   if (s.programs == 0) {
     s.frame = frame;
     s.op = op;
+  } else if (s.numbered.count({{ops, inputs}, numbers})) {
+    ++s.reasons[kConstant];
   } else if (s.typed.count({ops, inputs})) {
-    ++s.reasons["a constant or attribute changed (sizes, dims, values)"];
+    ++s.reasons[kSpecialNumber];
+  } else if (s.counted.count({ops, e->tensor_inputs})) {
+    ++s.reasons[kInputType];
   } else if (s.graphs.count(ops)) {
-    ++s.reasons["input shape or dtype changed"];
+    ++s.reasons[kInputsRead];
   } else {
-    ++s.reasons["graph cut at a different point"];
+    ++s.reasons[kGraphCut];
   }
   ++s.programs;
   s.from_disk += e->from_disk;
@@ -121,7 +148,9 @@ void on_compile(void*, const tpu_compile_event_t* e) {
   s.last_reads = e->reads;
   s.last_hits = e->hits;
   s.graphs.insert(ops);
+  s.counted.insert({ops, e->tensor_inputs});
   s.typed.insert({ops, inputs});
+  s.numbered.insert({{ops, inputs}, numbers});
 }
 
 void on_check(void*, char* buf, size_t size) {

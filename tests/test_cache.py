@@ -430,3 +430,41 @@ def test_steady_inference_loop_after_warm_up_reports_nothing():
             layers[0](torch.ones(n, 9, device="tpu")).relu().sum().item()
     assert any("test_cache.py" in s["frame"] and s["reads"] >= 3
                for s in torchtpu.recompiles()), torchtpu.report(file=open(os.devnull, "w"))
+
+
+def test_recompile_reason_of_a_special_cased_exponent_is_a_constant():
+    # pow builds some exponents into its program (2 as x * x, 0.5 as sqrt)
+    # and takes the others as an input: a loop whose exponent moves between
+    # them needs new programs with the same tensors. Those were blamed on an
+    # input shape or dtype change.
+    x = torch.rand(6, device="tpu") + 0.5
+    torch.tpu.synchronize()
+    torchtpu.reset_metrics()
+    for e in [2.0, 2.5, 0.5, 1.7, 3.0, -1.0]:  # 2.5 and 1.7 share a program
+        torch.testing.assert_close(torch.pow(x, e).cpu(), torch.pow(x.cpu(), e))
+    sites = [s for s in torchtpu.recompiles() if s["op"] == "pow"]
+    assert sites, torchtpu.report(file=open(os.devnull, "w"))
+    reasons = sites[0]["reasons"]
+    assert "input shape or dtype changed" not in reasons, reasons
+    assert all(r.startswith("a constant or attribute changed") for r in reasons), reasons
+    assert sum(reasons.values()) == 4, reasons  # five programs
+    # 2.0 -> 2.5 took the exponent in as an input: said to be a special value
+    assert sum(n for r, n in reasons.items() if "special-cases" in r) == 1, reasons
+
+
+def test_recompile_reason_when_an_op_reads_other_tensors():
+    # The same ops and tensor types, reading one tensor fewer: addmm's beta 0
+    # leaves self unread, and x * x reads one tensor where x * y reads two.
+    # No input's shape or dtype changed, as the reason said.
+    m, c = torch.rand(3, 3, device="tpu"), torch.rand(3, 3, device="tpu")
+    torch.tpu.synchronize()
+    torchtpu.reset_metrics()
+    for beta in [1.0, 0.0, 1.0, 0.0]:
+        torch.testing.assert_close(torch.addmm(c, m, m, beta=beta).cpu(),
+                                   torch.addmm(c.cpu(), m.cpu(), m.cpu(), beta=beta))
+    for other in [m, c, m, c]:
+        torch.testing.assert_close((m * other).cpu(), m.cpu() * other.cpu())
+    sites = {s["op"]: s["reasons"] for s in torchtpu.recompiles(2)}
+    read = ("the tensors it reads changed (one passed twice, or one an op leaves unread at a "
+            "special value, as addmm's beta 0)")
+    assert sites.get("addmm") == {read: 1} and sites.get("mul") == {read: 1}, sites

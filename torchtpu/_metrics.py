@@ -12,8 +12,11 @@ def metrics() -> dict:
 
 def recompiles(min_compiles: int = 3) -> list:
     """Python lines that keep needing new programs, with the reasons: an
-    input shape or dtype changed, a constant or attribute changed, or the graph
-    was cut at a different point (fused mode). Each site gives `compiles`
+    input shape or dtype changed, a constant or attribute changed (said apart
+    for a number at a value its op special-cases, as pow's exponent 2), the
+    tensors it reads changed (one passed twice, or left unread as by addmm's
+    beta 0), or the graph was cut at a different point (fused mode); see
+    docs/metrics.md. Each site gives `compiles`
     (programs compiled) and `from_disk` (loaded from the disk cache instead,
     which a warm cache turns compiles into: the line still changes its
     program).

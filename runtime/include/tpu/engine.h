@@ -281,7 +281,9 @@ typedef struct tpu_compile_event {
   int device;
   int first_op, num_ops;  // op-table rows recorded into the compiled graph
   tpu_hash_t ops_hash;    // the sequence of rows
-  tpu_hash_t inputs_hash; // dtypes and shapes of the program's inputs
+  tpu_hash_t inputs_hash; // dtypes and shapes of the program's tensor inputs
+  int tensor_inputs;      // how many
+  tpu_hash_t numbers_hash; // how many numbers (0-d) it takes as inputs, and their dtypes
   tpu_hash_t program_hash;
   bool from_disk;  // loaded from the disk cache rather than compiled
   int64_t step;    // training steps taken when the graph was flushed (tpu_step_mark)

@@ -110,9 +110,12 @@ typedef struct tpu_dev {
   char first_site[256];  // fused mode: where first_op was called from
   tpu_hash_t ops_hash;  // hash of the rows recorded since the last flush
   tpu_loop_t loop;
-  // Graph parameters: the buffer behind each (retained).
+  // Graph parameters: the buffer behind each (retained), and whether it
+  // holds a number (a Python number, a view's offset: tpu_dev_scalar)
+  // rather than a tensor's data.
   tpu_buffer_t** params;
-  int num_params, params_cap;
+  bool* param_is_number;
+  int num_params, params_cap, param_is_number_cap;
   // Slots written in this graph (retained), in order of first write.
   tpu_slot_t** written;
   int num_written, written_cap;
@@ -192,6 +195,8 @@ tpu_val_t tpu_dev_read(tpu_dev_t* d, const tpu_view_t* v);
 void tpu_dev_write(tpu_dev_t* d, const tpu_view_t* v, tpu_val_t value);
 // A buffer as a graph input.
 tpu_val_t tpu_dev_param(tpu_dev_t* d, tpu_buffer_t* b);
+// A cached number's buffer as a graph input (tpu_dev_scalar's).
+tpu_val_t tpu_dev_number_param(tpu_dev_t* d, tpu_buffer_t* b);
 // A number (bits of `dtype`) as a 0-d input, from the device's cache.
 tpu_val_t tpu_dev_scalar(tpu_dev_t* d, tpu_dtype_t dtype, const void* bits);
 void tpu_dev_assert(tpu_dev_t* d, tpu_val_t bad, tpu_val_t numbers, tpu_status_t status);

@@ -83,13 +83,23 @@ void tpu_dev_compile_event(const tpu_dev_t* d, tpu_hash_t program, tpu_compile_e
   e->first_site = d->first_site;
   e->num_ops = d->num_ops;
   e->ops_hash = d->ops_hash;
-  tpu_hash_t h = {0x696e, 0x7075};
+  // Tensors and numbers apart: whether a number is an input or built into
+  // the program depends on its value where an op special-cases some (pow's
+  // exponent 2 or 0.5, add's alpha 1). That is a constant that changed, not
+  // an input's type.
+  tpu_hash_t h = {0x696e, 0x7075}, numbers = {0x6e75, 0x6d62};
   for (int p = 0; p < d->num_params; ++p) {
     tpu_buffer_t* b = d->params[p];
+    if (d->param_is_number[p]) {
+      numbers = tpu_hash_u64(numbers, (uint64_t)tpu_buffer_dtype(b));
+      continue;
+    }
     h = tpu_hash_u64(h, (uint64_t)tpu_buffer_dtype(b));
     h = tpu_hash_bytes(h, tpu_buffer_dims(b), sizeof(int64_t) * (size_t)tpu_buffer_rank(b));
+    ++e->tensor_inputs;
   }
   e->inputs_hash = h;
+  e->numbers_hash = numbers;
   e->program_hash = program;
   e->step = tpu_steps_taken();
   tpu_metrics_t m;

@@ -19,10 +19,12 @@ static void oom(tpu_graph_t* g) {
   tpu_graph_fail(g, tpu_status_make(TPU_CODE_RESOURCE_EXHAUSTED, "out of host memory"));
 }
 
-tpu_val_t tpu_dev_param(tpu_dev_t* d, tpu_buffer_t* b) {
+static tpu_val_t add_param(tpu_dev_t* d, tpu_buffer_t* b, bool number) {
   tpu_graph_t* g = d->graph;
   if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
-  if (!tpu_dev_grow((void**)&d->params, &d->params_cap, d->num_params + 1, sizeof *d->params)) {
+  if (!tpu_dev_grow((void**)&d->params, &d->params_cap, d->num_params + 1, sizeof *d->params) ||
+      !tpu_dev_grow((void**)&d->param_is_number, &d->param_is_number_cap, d->num_params + 1,
+                    sizeof *d->param_is_number)) {
     oom(g);
     return TPU_VAL_NONE;
   }
@@ -30,9 +32,13 @@ tpu_val_t tpu_dev_param(tpu_dev_t* d, tpu_buffer_t* b) {
   tpu_val_t v = tpu_ir_param(g, &t);
   if (v == TPU_VAL_NONE) return v;
   tpu_buffer_retain(b);
+  d->param_is_number[d->num_params] = number;
   d->params[d->num_params++] = b;
   return v;
 }
+
+tpu_val_t tpu_dev_param(tpu_dev_t* d, tpu_buffer_t* b) { return add_param(d, b, false); }
+tpu_val_t tpu_dev_number_param(tpu_dev_t* d, tpu_buffer_t* b) { return add_param(d, b, true); }
 
 static tpu_val_t reinterpret(tpu_graph_t* g, tpu_val_t v, tpu_dtype_t to);
 

@@ -193,6 +193,7 @@ void tpu_runtime_shutdown(void) {
       tpu_free(d->inherited);
       tpu_graph_destroy(d->graph);
       tpu_free(d->params);
+      tpu_free(d->param_is_number);
       tpu_free(d->written);
       tpu_free(d->asserts);
       tpu_free(d->suspects);

@@ -81,5 +81,5 @@ tpu_val_t tpu_dev_scalar(tpu_dev_t* d, tpu_dtype_t dtype, const void* bits) {
     tpu_graph_fail(d->graph, s);
     return TPU_VAL_NONE;
   }
-  return tpu_dev_param(d, e->buffer);
+  return tpu_dev_number_param(d, e->buffer);
 }
