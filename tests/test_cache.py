@@ -452,6 +452,40 @@ def test_recompile_reason_of_a_special_cased_exponent_is_a_constant():
     assert sum(n for r, n in reasons.items() if "special-cases" in r) == 1, reasons
 
 
+def test_alpha_of_one_is_compiled_apart_for_real_dtypes_only():
+    # add skips its multiply at alpha 1 (exact for real dtypes): a program of
+    # its own, said to be for a special value. Complex dtypes multiply by 1
+    # as CPU does (0 * inf makes the other part NaN), with alpha an input.
+    inf, nan = float("inf"), float("nan")
+    torchtpu.reset_metrics()
+    x = torch.tensor([1.0, -0.0, inf, nan, -2.5], device="tpu")
+    for alpha in [2.0, 1.0, 3.0, 1.0, 0.5]:
+        got = torch.add(x, x, alpha=alpha).cpu()
+        torch.testing.assert_close(got, torch.add(x.cpu(), x.cpu(), alpha=alpha), equal_nan=True)
+    site = [s for s in torchtpu.recompiles(2) if s["op"] == "add"]
+    assert len(site) == 1 and site[0]["compiles"] + site[0]["from_disk"] == 2, site
+    assert list(site[0]["reasons"]) == [
+        "a constant or attribute changed (a number at a value the op special-cases, "
+        "as pow's exponent 2 or add's alpha 1)"], site
+
+    a = torch.tensor([0j, 1 + 1j, 2 - 1j, complex(nan, 1)])
+    b = torch.tensor([complex(inf, 0), complex(inf, 1), complex(1, -inf), 1 + 2j])
+    ta, tb = a.tpu(), b.tpu()
+    torch.tpu.synchronize()
+    torchtpu.reset_metrics()
+    for alpha in [2.0, 1.0, 3.0]:
+        for op in (torch.add, torch.sub):
+            got = op(ta, tb, alpha=alpha).cpu()
+            torch.testing.assert_close(torch.view_as_real(got),
+                                       torch.view_as_real(op(a, b, alpha=alpha)), equal_nan=True)
+    assert torchtpu.recompiles(2) == [], torchtpu.recompiles(2)
+    idx = torch.arange(4)
+    for got, want in [(ta.index_add(0, idx.tpu(), tb), a.index_add(0, idx, b)),
+                      (torch.addcmul(ta, tb, tb), torch.addcmul(a, b, b))]:
+        torch.testing.assert_close(torch.view_as_real(got.cpu()), torch.view_as_real(want),
+                                   equal_nan=True)
+
+
 def test_recompile_reason_when_an_op_reads_other_tensors():
     # The same ops and tensor types, reading one tensor fewer: addmm's beta 0
     # leaves self unread, and x * x reads one tensor where x * y reads two.

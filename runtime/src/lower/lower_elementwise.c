@@ -259,8 +259,14 @@ static tpu_status_t add_sub(tpu_lower_ctx_t* cx, tpu_ir_op_t op, bool swap) {
                            "Subtraction, the `-` operator, with a bool tensor is not supported. "
                            "If you are trying to invert a mask, use the `~` or `logical_not()` "
                            "operator instead.");
+  // alpha 1 skips the multiply, one program input and one op fewer in
+  // every a + b: exact for real dtypes (1 * y is y, NaN, infinity and -0
+  // included). Not for complex ones: CPU multiplies by 1 + 0j, which makes
+  // an infinite part's partner NaN (0 * inf), so they always multiply, by
+  // alpha as an input (no program of their own at alpha 1).
   const tpu_arg_t* alpha = tpu_arg(cx, 2);
-  bool has_alpha = alpha->kind == TPU_ARG_SCALAR && !tpu_arg_number_is(cx, 2, 1, 1);
+  bool has_alpha = alpha->kind == TPU_ARG_SCALAR &&
+                   (tpu_dtype_is_complex(t) || !tpu_arg_number_is(cx, 2, 1, 1));
   if (alpha->kind == TPU_ARG_SCALAR) {
     tpu_dtype_kind_t k = tpu_dtype_kind(alpha->scalar.dtype);
     if (tpu_dtype_is_integral(t, true) && (k == TPU_KIND_FLOAT || k == TPU_KIND_COMPLEX))

@@ -401,7 +401,9 @@ tpu_status_t tpu_lower_index_add(tpu_lower_ctx_t* cx) {
   tpu_ix_nonempty_shape(cx, 3, sd);
   tpu_val_t src = tpu_ir_reshape(g, tpu_lower_tensor(cx, 3), sd, n);
   const tpu_arg_t* alpha = tpu_arg(cx, 4);
-  if (alpha->kind == TPU_ARG_SCALAR && !tpu_arg_number_is(cx, 4, 1, 1)) {
+  // (complex: always, as CPU, whose 1 + 0j makes an infinite part's partner NaN)
+  if (alpha->kind == TPU_ARG_SCALAR &&
+      (tpu_dtype_is_complex(t) || !tpu_arg_number_is(cx, 4, 1, 1))) {
     tpu_dtype_t ct = tpu_opmath(t);
     tpu_val_t a = tpu_ir_broadcast(g, tpu_lower_scalar(cx, &alpha->scalar, ct), sd, n, NULL);
     src = tpu_ir_convert(g, tpu_ir_binary(g, TPU_IR_MUL, tpu_ir_convert(g, src, ct), a), t);

@@ -70,7 +70,8 @@ static tpu_status_t addc(tpu_lower_ctx_t* cx, tpu_ir_op_t op) {
   tpu_val_t v[3];
   TPU_RETURN_IF_ERROR(tpu_ew_inputs(cx, args, 3, t, tpu_opmath(t), 0, v));
   tpu_val_t scaled = v[1];
-  if (tpu_arg_present(cx, 3) && !tpu_arg_number_is(cx, 3, 1, 1))
+  // (complex: always, as CPU, whose 1 + 0j makes an infinite part's partner NaN)
+  if (tpu_arg_present(cx, 3) && (tpu_dtype_is_complex(t) || !tpu_arg_number_is(cx, 3, 1, 1)))
     scaled = tpu_ew_mul(g, tpu_ew_arg_like(cx, 3, v[1], 1), v[1]);
   tpu_val_t r = tpu_ew_add(g, v[0], tpu_ir_binary(g, op, scaled, v[2]));
   tpu_lower_out(cx, 0, tpu_ir_convert(g, r, t));
