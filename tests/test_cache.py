@@ -2,6 +2,7 @@
 no-compile assertion, recompile diagnostics."""
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -210,6 +211,43 @@ def test_disk_cache_keeps_to_its_size_limit_dropping_least_recently_used(tmp_pat
     assert entries and sum(p.stat().st_size for p in entries) <= limit
     assert run_sizes(20)["compiles"] == 0  # the newest programs stayed
     assert run_sizes(1)["compiles"] > 0  # the oldest went
+
+
+CHAIN_SCRIPT = textwrap.dedent("""
+    import sys, torch, torchtpu
+    torchtpu.set_mode("fused")
+    for n in map(int, sys.argv[1:]):
+        x = torch.ones(8, device="tpu")
+        for i in range(n):  # a longer chain: a larger program
+            x = x * 1.5 + i
+        x.cpu()
+    print(torchtpu.metrics()["compiles"])
+""")
+
+
+def test_disk_cache_entry_larger_than_the_limit_is_not_stored_and_warns_once(tmp_path):
+    # An entry larger than TORCHTPU_CACHE_MAX_BYTES was written, then evicted
+    # at once, and every other entry with it (oldest first), with no word.
+    def run_chains(limit, *lengths):
+        env = dict(os.environ, TORCHTPU_CACHE_DIR=str(tmp_path),
+                   TORCHTPU_CACHE_MAX_BYTES=str(limit))
+        out = subprocess.run([sys.executable, "-c", CHAIN_SCRIPT, *map(str, lengths)], env=env,
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return out
+
+    run_chains(1 << 30, 1)
+    [short] = tmp_path.glob("*.tpuexe")
+    limit = short.stat().st_size  # the short chain's entry just fits
+    out = run_chains(limit, 1, 40, 41)
+    said = [line for line in out.stderr.splitlines() if "TORCHTPU_CACHE_MAX_BYTES" in line]
+    assert len(said) == 1 and "warn" in said[0], out.stderr  # two entries too large: said once
+    assert f"larger than TORCHTPU_CACHE_MAX_BYTES={limit}" in said[0], said
+    size = int(re.search(r"program of (\d+) bytes", said[0]).group(1))
+    assert size > limit, said
+    entries = list(tmp_path.glob("*.tpuexe"))
+    assert short in entries and all(p.stat().st_size <= limit for p in entries), entries
+    assert int(run_chains(limit, 40).stdout.split()[-1]) > 0  # not stored: compiles again
 
 
 MAPPINGS_SCRIPT = textwrap.dedent("""

@@ -6,7 +6,8 @@
 // are written to a temporary name and renamed, so processes sharing the
 // directory never see half-written entries. A file whose header or hash does
 // not match is ignored (and recompiled), never trusted. When the directory
-// grows past TORCHTPU_CACHE_MAX_BYTES the least recently used files go.
+// grows past TORCHTPU_CACHE_MAX_BYTES the least recently used files go; a
+// file larger than the whole limit is not written.
 // Counting the directory stats every file (a used cache holds 100k), so a
 // process counts it at its first store, then only when its own tally (the
 // last count plus what it stored since) passes the limit, or a minute after
@@ -45,6 +46,7 @@ struct tpu_disk_cache {
   time_t counted_at;    // when the directory was last counted (0: never)
   bool warned_unstorable;  // the plugin could not serialize an executable
   bool warned_unwritable;  // an entry could not be written (directory gone, disk full)
+  bool warned_oversized;   // an entry was larger than max_bytes
 };
 
 static tpu_status_t make_dirs(const char* path) {
@@ -245,6 +247,17 @@ void tpu_disk_cache_store(tpu_disk_cache_t* c, tpu_hash_t key, int num_replicas,
             "compiles it again: %s",
             tpu_status_message(s));
     tpu_status_free(s);
+    return;
+  }
+  // An entry over the whole limit would be evicted as soon as written, and
+  // every other entry with it, oldest first: not stored, and said once.
+  if ((int64_t)(sizeof(header_t) + size) > c->max_bytes) {
+    tpu_log(once(c, &c->warned_oversized),
+            "a compiled program of %lld bytes is not stored in the disk cache, as it is "
+            "larger than TORCHTPU_CACHE_MAX_BYTES=%lld: it compiles again in the next "
+            "process (raise the limit to keep it)",
+            (long long)(sizeof(header_t) + size), (long long)c->max_bytes);
+    tpu_free(data);
     return;
   }
   header_t h;
