@@ -59,6 +59,18 @@ def test_sum_forms():
     check_error(lambda a: a.sum((0, -3)), x)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_sum_with_a_narrower_dtype_rounds_the_input_first(dtype):
+    # CPU's sum/nansum(dtype=) compute self.to(dtype): the rounded values
+    # are added (here 1 ulp of the sums apart); mean(dtype=) does not.
+    # (prod(dtype=) rounds first too, but CPU's bfloat16 product rounds at
+    # each step, which XLA's does not.)
+    x = torch.randn(40, 7, generator=torch.Generator().manual_seed(0)) * 100 + 0.3
+    for fn in (lambda a: a.sum(0, dtype=dtype), lambda a: a.sum(dtype=dtype),
+               lambda a: a.nansum(1, dtype=dtype), lambda a: a.mean(0, dtype=dtype)):
+        assert torch.equal(fn(x.to(TPU)).cpu(), fn(x))
+
+
 def test_nansum():
     x = sample(torch.float32)
     x[0, 1, 2] = x[2, 3, 4] = nan

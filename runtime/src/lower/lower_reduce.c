@@ -236,7 +236,12 @@ static tpu_status_t accumulate(tpu_lower_ctx_t* cx, acc_kind_t kind, int dim_arg
   TPU_RETURN_IF_ERROR(reduce_dims(cx, dim_arg, rank, dims, &n));
   tpu_graph_t* g = cx->g;
   tpu_dtype_t acc = tpu_opmath(out);
-  tpu_val_t x = tpu_lower_input(cx, 0, acc);
+  // sum/prod(dtype=) of a narrower float round the input to it first, as
+  // CPU's self.to(dtype) (sum(dtype=torch.bfloat16) of float32 adds the
+  // rounded values); mean(dtype=) does not, on CPU either.
+  bool rounds_first = kind != ACC_MEAN && out != acc;
+  tpu_val_t x = rounds_first ? tpu_ir_convert(cx->g, tpu_lower_input(cx, 0, out), acc)
+                             : tpu_lower_input(cx, 0, acc);
   if (kind == ACC_NANSUM && is_float_or_complex(acc))
     x = tpu_ir_select(g, tpu_ir_compare(g, TPU_CMP_NE, x, x), tpu_lower_const_like(cx, x, 0), x);
   tpu_body_t body = kind == ACC_PROD ? TPU_BODY_MUL : TPU_BODY_ADD;
