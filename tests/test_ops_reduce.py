@@ -477,6 +477,84 @@ def test_scans_keep_little_scratch(op, dtype):
         assert_same(op(y, dim), got, atol=1e-4, rtol=1e-4)
 
 
+
+def cum_extremes(dim):
+    return lambda a: (list(torch.cummax(a, dim)), list(torch.cummin(a, dim)))
+
+
+@pytest.mark.parametrize("n", [2, 15, 16, 17, 257, 4099])
+@pytest.mark.parametrize("dtype", FLOATS + [torch.float64, torch.int64, torch.int32, torch.int8,
+                                            torch.uint8, torch.bool], ids=str)
+def test_cummax_cummin_agree_exactly(dtype, n):
+    # Values from a small range: long runs of ties, whose index is the last
+    # one (CPU takes a later equal element); NaN propagates with the index
+    # of the latest NaN; -inf and inf at the ends of the order. The lengths
+    # straddle the scan's blocks of 16 and their padding.
+    g = torch.Generator().manual_seed(n)
+    if dtype == torch.bool:
+        x = torch.rand(3, n, generator=g) > 0.7
+    elif dtype.is_floating_point:
+        x = torch.randint(-2, 3, (3, n), generator=g).to(dtype)
+        x[0, torch.randint(0, n, (max(1, n // 40),), generator=g)] = nan
+        x[1, torch.randint(0, n, (max(1, n // 40),), generator=g)] = -inf
+        x[1, torch.randint(0, n, (max(1, n // 40),), generator=g)] = inf
+        x[2, :] = -inf  # all ties at the cummax identity
+        x[2, n // 2:] = inf  # and at the cummin one
+    else:
+        x = torch.randint(0, 3, (3, n), generator=g).to(dtype)
+        if dtype != torch.uint8:
+            x[1] -= 1
+        lo, hi = torch.iinfo(dtype).min, torch.iinfo(dtype).max
+        x[2, ::3] = lo  # the identities of max and min, as real values
+        x[2, 1::3] = hi
+    for fn in (cum_extremes(1), cum_extremes(-1), cum_extremes(0)):
+        check(fn, x, atol=0, rtol=0)
+    check(cum_extremes(0), x.t().contiguous(), atol=0, rtol=0)
+    check(cum_extremes(0), x.t(), atol=0, rtol=0)  # non-contiguous
+    check(cum_extremes(1), x[:, ::2], atol=0, rtol=0)
+
+
+def test_cummax_cummin_shapes():
+    x = torch.randint(-2, 3, (4, 5, 6)).float()
+    x[1, 2, 3] = nan
+    for dim in range(-3, 3):
+        check(cum_extremes(dim), x, atol=0, rtol=0)
+    for shape, dim in [((0,), 0), ((0, 3), 0), ((3, 0), 1), ((3, 0), 0), ((1, 4), 0), ((4, 1), 1),
+                       ((2, 0, 3), 2)]:
+        check(cum_extremes(dim), torch.randn(shape), atol=0, rtol=0)
+    check(cum_extremes(0), torch.tensor(2.5), atol=0, rtol=0)
+    check(cum_extremes(-1), torch.tensor(7), atol=0, rtol=0)
+    check_error(lambda a: torch.cummax(a, 2), x[0])
+    # a long scan: five levels of blocks, the last padded
+    n = (1 << 20) + 3
+    y = torch.randint(-1000, 1000, (n,)).float()
+    y[12345] = nan
+    check(lambda a: list(torch.cummax(a, 0)), y, atol=0, rtol=0)
+    check(lambda a: list(torch.cummin(a[:12345], 0)), y, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("op", [torch.cummax, torch.cummin], ids=["cummax", "cummin"])
+def test_cummax_cummin_keep_little_scratch(op):
+    # These scans were log2(n) steps of shifted comparisons, each a
+    # full-size (value, index) buffer: 228 MiB of scratch for a 4 MiB
+    # float32 input. Now they scan in blocks as cumsum does: the scratch is
+    # the block totals and their scans, about a fifth of the input (values
+    # and int64 indices) over the results themselves. A padded length (2**20
+    # - 5) once took a padded copy of the input, and one of the results.
+    x = torch.randn(1 << 20)
+    for shape, dim in [((1 << 20,), 0), (((1 << 20) - 5,), 0), ((1024, 1024), 0), ((1024, 1024), 1)]:
+        y = x[:math.prod(shape)].view(shape)
+        t = y.to(TPU)
+        torch.tpu.synchronize()
+        before = torch.tpu.memory_allocated()
+        torch.tpu.reset_peak_memory_stats()
+        got = op(t, dim)
+        torch.tpu.synchronize()
+        result_bytes = sum(r.numel() * r.element_size() for r in got)
+        input_bytes = y.numel() * y.element_size()
+        assert torch.tpu.max_memory_allocated() - before <= result_bytes + input_bytes // 4
+        assert_same(list(op(y, dim)), list(got), atol=0, rtol=0)
+
 def test_cumsum_forms_and_errors():
     x = sample(torch.float32, (3, 4))
     check(lambda a: a.cumsum(1, dtype=torch.float64), x)

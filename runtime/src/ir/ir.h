@@ -154,12 +154,14 @@ typedef enum tpu_cmp {
 } tpu_cmp_t;
 
 // Region bodies of reduce / reduce_window / scatter / all_reduce. A body of
-// two operand pairs (ARGMAX, ARGMIN) reduces (value, index) together.
+// two operand pairs (ARGMAX, ARGMIN and their _LAST forms) reduces
+// (value, index) together.
 typedef enum tpu_body {
   TPU_BODY_ADD, TPU_BODY_MUL, TPU_BODY_MAX, TPU_BODY_MIN, TPU_BODY_AND,
   TPU_BODY_OR, TPU_BODY_XOR,
   TPU_BODY_REPLACE,          // scatter: the update wins
   TPU_BODY_ARGMAX, TPU_BODY_ARGMIN,  // (value, index): NaN wins, then lowest index
+  TPU_BODY_ARGMAX_LAST, TPU_BODY_ARGMIN_LAST,  // the same, then highest index (cummax)
   TPU_BODY_COUNT
 } tpu_body_t;
 
@@ -301,7 +303,7 @@ bool tpu_ir_is_uniform(const tpu_graph_t* g, tpu_val_t v);
 // Reduces `x` over `dims` (ascending, distinct) with init value `init` (0-d).
 tpu_val_t tpu_ir_reduce(tpu_graph_t* g, tpu_val_t x, tpu_val_t init,
                         const int64_t* dims, int ndims, tpu_body_t body);
-// Variadic (value, index) reduce for ARGMAX/ARGMIN; a two-result node.
+// Variadic (value, index) reduce for the ARGMAX/ARGMIN bodies; a two-result node.
 tpu_val_t tpu_ir_reduce_arg(tpu_graph_t* g, tpu_val_t x, tpu_val_t index,
                             tpu_val_t init_x, tpu_val_t init_index,
                             int64_t dim, tpu_body_t body);

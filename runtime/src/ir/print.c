@@ -168,7 +168,7 @@ static void put_body(tpu_strbuf_t* sb, int id, tpu_body_t body, tpu_dtype_t t) {
 }
 
 // (a, ai, b, bi) -> the winner: NaN first, then larger (smaller) value, then
-// the lower index.
+// the lower index (the higher one for the _LAST bodies).
 static void put_arg_body(tpu_strbuf_t* sb, int id, tpu_body_t body,
                          tpu_dtype_t t, tpu_dtype_t ti) {
   static const char* const names[] = {"a", "ai", "b", "bi"};
@@ -181,16 +181,18 @@ static void put_arg_body(tpu_strbuf_t* sb, int id, tpu_body_t body,
   snprintf(ai, sizeof ai, "%%r%d_ai", id);
   snprintf(b, sizeof b, "%%r%d_b", id);
   snprintf(bi, sizeof bi, "%%r%d_bi", id);
-  region_compare(sb, v[0], body == TPU_BODY_ARGMAX ? TPU_CMP_GT : TPU_CMP_LT, a, b, t);
+  bool is_max = body == TPU_BODY_ARGMAX || body == TPU_BODY_ARGMAX_LAST;
+  bool last = body == TPU_BODY_ARGMAX_LAST || body == TPU_BODY_ARGMIN_LAST;
+  region_compare(sb, v[0], is_max ? TPU_CMP_GT : TPU_CMP_LT, a, b, t);
   region_compare(sb, v[1], TPU_CMP_EQ, a, b, t);
-  region_compare(sb, v[2], TPU_CMP_LT, ai, bi, ti);
-  region_logic(sb, v[3], "and", v[1], v[2]);  // equal and lower index
+  region_compare(sb, v[2], last ? TPU_CMP_GT : TPU_CMP_LT, ai, bi, ti);
+  region_logic(sb, v[3], "and", v[1], v[2]);  // equal, and wins by index
   region_logic(sb, v[4], "or", v[0], v[3]);
   if (tpu_dtype_is_float(t)) {
     region_compare(sb, v[5], TPU_CMP_NE, a, a, t);  // a is NaN
     region_compare(sb, v[6], TPU_CMP_NE, b, b, t);  // b is NaN
     region_logic(sb, v[7], "and", v[5], v[6]);
-    region_logic(sb, v[8], "and", v[7], v[2]);      // both NaN: lower index
+    region_logic(sb, v[8], "and", v[7], v[2]);      // both NaN: by index
     region_logic(sb, v[9], "xor", v[5], v[7]);      // only a NaN
     region_logic(sb, v[10], "or", v[4], v[8]);
     region_logic(sb, v[11], "or", v[10], v[9]);

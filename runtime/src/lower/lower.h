@@ -195,6 +195,8 @@ TPU_MUST_USE tpu_status_t tpu_lower_broadcast_inputs(tpu_lower_ctx_t* cx,
 // identity is `identity`.
 tpu_val_t tpu_lower_scan(tpu_lower_ctx_t* cx, tpu_val_t x, int dim, tpu_ir_op_t op,
                          double identity);
+// The most negative (or positive) value of a dtype: the identity of max (min).
+tpu_val_t tpu_lower_extreme(tpu_graph_t* g, tpu_dtype_t t, bool high);
 // Broadcasts a value to `dims` (right-aligned, numpy rules).
 tpu_val_t tpu_lower_expand(tpu_lower_ctx_t* cx, tpu_val_t v,
                            const int64_t* dims, int rank);

@@ -1,6 +1,6 @@
 // More math: heaviside, logaddexp(2), nextafter, frexp, xlog1py,
 // hardshrink / softshrink and their backward, prelu, rrelu_with_noise,
-// equal, linalg_cross, channel_shuffle, cummax / cummin, embedding_renorm_.
+// equal, linalg_cross, channel_shuffle, embedding_renorm_.
 //
 // As in lower_elementwise.c, half-precision math runs in float and rounds
 // once, except where CPU's kernel rounds a step (noted). Ops that work on
@@ -510,69 +510,6 @@ tpu_status_t tpu_lower_channel_shuffle(tpu_lower_ctx_t* cx) {
   tpu_lower_out(cx, 0, tpu_ir_reshape(g, x, sizes, rank));
   return TPU_OK;
 }
-
-//===--- cummax, cummin ---===//
-
-// x shifted by k along dim (the first k entries are `fill`).
-static tpu_val_t shift(tpu_lower_ctx_t* cx, tpu_val_t x, int dim, int64_t k, tpu_val_t fill) {
-  tpu_graph_t* g = cx->g;
-  if (!tpu_graph_ok(g)) return TPU_VAL_NONE;
-  const tpu_type_t* t = tpu_ir_type(g, x);
-  int64_t start[TPU_MAX_RANK] = {0}, limit[TPU_MAX_RANK], lo[TPU_MAX_RANK] = {0},
-          hi[TPU_MAX_RANK] = {0};
-  for (int d = 0; d < t->rank; ++d) limit[d] = t->dims[d];
-  limit[dim] -= k;
-  lo[dim] = k;
-  return tpu_ir_pad(g, tpu_ir_slice(g, x, start, limit, NULL), fill, lo, hi, NULL);
-}
-
-// _cummax_helper / _cummin_helper(self, values, indices, dim): the running
-// max (min) and the index where it was taken. CPU's loop takes a later
-// element on ties and any NaN (the latest NaN), and keeps a NaN once seen:
-// the maximum under the order (is NaN, value, index), reversed values for
-// cummin. That order makes the step associative, so it runs as a log2(n)
-// step scan; the first 2^k entries of step k keep their own pair.
-static tpu_status_t cum_extreme(tpu_lower_ctx_t* cx, bool is_max) {
-  tpu_dtype_t t = tpu_arg_value_dtype(cx, 0);
-  if (tpu_dtype_is_complex(t)) return tpu_not_implemented(is_max ? "cummax_cpu" : "cummin_cpu", t);
-  int rank = tpu_arg_rank(cx, 0);
-  int64_t dim;
-  TPU_RETURN_IF_ERROR(tpu_wrap_dim(tpu_arg_int(cx, 3, 0), rank, &dim));
-  tpu_graph_t* g = cx->g;
-  tpu_val_t v = tpu_lower_tensor(cx, 0);
-  if (rank == 0) {
-    tpu_lower_out(cx, 0, v);
-    tpu_lower_out(cx, 1, tpu_ir_const_i(g, TPU_I64, 0, NULL, 0));
-    return TPU_OK;
-  }
-  const int64_t* sizes = tpu_arg_sizes(cx, 0);
-  tpu_val_t idx = tpu_ir_iota(g, TPU_I64, sizes, rank, (int)dim);
-  tpu_val_t pos = idx;
-  bool is_float = tpu_dtype_is_float(t);
-  tpu_val_t v0 = tpu_ir_const(g, t, 0, NULL, 0), i0 = tpu_ir_const_i(g, TPU_I64, 0, NULL, 0);
-  for (int64_t s = 1; s < sizes[dim]; s <<= 1) {
-    tpu_val_t pv = shift(cx, v, (int)dim, s, v0), pi = shift(cx, idx, (int)dim, s, i0);
-    // the later pair (v, idx) wins unless the earlier one (pv, pi) is NaN or
-    // strictly better
-    tpu_val_t better = tpu_ir_compare(g, is_max ? TPU_CMP_LT : TPU_CMP_GT, v, pv);
-    tpu_val_t keep_later;
-    if (is_float) {
-      tpu_val_t v_nan = tpu_ew_isnan(g, v), p_nan = tpu_ew_isnan(g, pv);
-      keep_later = or2(cx, v_nan, and2(cx, tpu_ir_unary(g, TPU_IR_NOT, p_nan),
-                                       tpu_ir_unary(g, TPU_IR_NOT, better)));
-    } else {
-      keep_later = tpu_ir_unary(g, TPU_IR_NOT, better);
-    }
-    keep_later = or2(cx, keep_later, tpu_ew_cmp_k(cx, TPU_CMP_LT, pos, (double)s));
-    v = sel(cx, keep_later, v, pv);
-    idx = sel(cx, keep_later, idx, pi);
-  }
-  tpu_lower_out(cx, 0, v);
-  tpu_lower_out(cx, 1, idx);
-  return TPU_OK;
-}
-tpu_status_t tpu_lower_cummax(tpu_lower_ctx_t* cx) { return cum_extreme(cx, true); }
-tpu_status_t tpu_lower_cummin(tpu_lower_ctx_t* cx) { return cum_extreme(cx, false); }
 
 //===--- embedding_renorm_ ---===//
 

@@ -67,8 +67,7 @@ static tpu_val_t unreduce(tpu_lower_ctx_t* cx, tpu_val_t v, tpu_val_t like,
   return tpu_ir_broadcast(cx->g, v, shape.dims, shape.rank, bdims);
 }
 
-// The most negative (or positive) value of a dtype: the identity of max (min).
-static tpu_val_t extreme(tpu_graph_t* g, tpu_dtype_t t, bool high) {
+tpu_val_t tpu_lower_extreme(tpu_graph_t* g, tpu_dtype_t t, bool high) {
   int bits = (int)tpu_dtype_size(t) * 8;
   switch (tpu_dtype_kind(t)) {
     case TPU_KIND_BOOL: return tpu_ir_const_i(g, t, high, NULL, 0);
@@ -86,8 +85,8 @@ static tpu_val_t extreme(tpu_graph_t* g, tpu_dtype_t t, bool high) {
 static tpu_val_t body_init(tpu_graph_t* g, tpu_body_t body, tpu_dtype_t t) {
   switch (body) {
     case TPU_BODY_MUL: return tpu_ir_const(g, t, 1, NULL, 0);
-    case TPU_BODY_MAX: return extreme(g, t, false);
-    case TPU_BODY_MIN: return extreme(g, t, true);
+    case TPU_BODY_MAX: return tpu_lower_extreme(g, t, false);
+    case TPU_BODY_MIN: return tpu_lower_extreme(g, t, true);
     case TPU_BODY_AND: return tpu_ir_const_i(g, t, 1, NULL, 0);
     default: return tpu_ir_const(g, t, 0, NULL, 0);
   }
@@ -410,7 +409,7 @@ static tpu_val_t arg_reduce(tpu_lower_ctx_t* cx, tpu_val_t x, int64_t dim, bool 
   const tpu_type_t* t = tpu_ir_type(g, x);
   tpu_type_t shape = *t;
   tpu_val_t index = tpu_ir_iota(g, TPU_I64, shape.dims, shape.rank, (int)dim);
-  return tpu_ir_reduce_arg(g, x, index, extreme(g, shape.dtype, !is_max),
+  return tpu_ir_reduce_arg(g, x, index, tpu_lower_extreme(g, shape.dtype, !is_max),
                            tpu_ir_const_i(g, TPU_I64, INT64_MAX, NULL, 0), dim,
                            is_max ? TPU_BODY_ARGMAX : TPU_BODY_ARGMIN);
 }
