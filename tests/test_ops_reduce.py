@@ -71,6 +71,17 @@ def test_sum_with_a_narrower_dtype_rounds_the_input_first(dtype):
         assert torch.equal(fn(x.to(TPU)).cpu(), fn(x))
 
 
+def peak_of(fn, t):
+    """fn(t), and the peak device memory it took over what was allocated
+    before (its result and XLA's scratch)."""
+    torch.tpu.synchronize()
+    before = torch.tpu.memory_allocated()
+    torch.tpu.reset_peak_memory_stats()
+    got = fn(t)
+    torch.tpu.synchronize()
+    return got, torch.tpu.max_memory_allocated() - before
+
+
 def test_nansum():
     x = sample(torch.float32)
     x[0, 1, 2] = x[2, 3, 4] = nan
@@ -466,16 +477,9 @@ def test_scans_keep_little_scratch(op, dtype):
     # (2**20 - 5: a padded tail, which once took a full-size padded copy.)
     for shape, dim in [((1 << 20,), 0), (((1 << 20) - 5,), 0), ((1024, 1024), 0), ((1024, 1024), 1)]:
         y = x[:math.prod(shape)].view(shape)
-        t = y.to(TPU)
-        torch.tpu.synchronize()
-        before = torch.tpu.memory_allocated()
-        torch.tpu.reset_peak_memory_stats()
-        got = op(t, dim)
-        torch.tpu.synchronize()
-        result_bytes = got.numel() * got.element_size()
-        assert torch.tpu.max_memory_allocated() - before <= result_bytes * 5 // 4
+        got, peak = peak_of(lambda t: op(t, dim), y.to(TPU))
+        assert peak <= got.numel() * got.element_size() * 5 // 4
         assert_same(op(y, dim), got, atol=1e-4, rtol=1e-4)
-
 
 
 def cum_extremes(dim):
@@ -544,15 +548,10 @@ def test_cummax_cummin_keep_little_scratch(op):
     x = torch.randn(1 << 20)
     for shape, dim in [((1 << 20,), 0), (((1 << 20) - 5,), 0), ((1024, 1024), 0), ((1024, 1024), 1)]:
         y = x[:math.prod(shape)].view(shape)
-        t = y.to(TPU)
-        torch.tpu.synchronize()
-        before = torch.tpu.memory_allocated()
-        torch.tpu.reset_peak_memory_stats()
-        got = op(t, dim)
-        torch.tpu.synchronize()
+        got, peak = peak_of(lambda t: op(t, dim), y.to(TPU))
         result_bytes = sum(r.numel() * r.element_size() for r in got)
         input_bytes = y.numel() * y.element_size()
-        assert torch.tpu.max_memory_allocated() - before <= result_bytes + input_bytes // 4
+        assert peak <= result_bytes + input_bytes // 4
         assert_same(list(op(y, dim)), list(got), atol=0, rtol=0)
 
 def test_cumsum_forms_and_errors():
@@ -748,13 +747,8 @@ def test_integer_sums_convert_inside_the_reduction(dtype):
     # without dims, with padding (sizes not a multiple of 32) and overflow.
     x = torch.randint(0, 100, (1 << 20,)).to(dtype) if dtype == torch.bool else \
         torch.randint(-100 if dtype != torch.uint8 else 0, 100, (1 << 20,)).to(dtype)
-    t = x.to(TPU)
-    torch.tpu.synchronize()
-    before = torch.tpu.memory_allocated()
-    torch.tpu.reset_peak_memory_stats()
-    got = t.sum()
-    torch.tpu.synchronize()
-    assert torch.tpu.max_memory_allocated() - before <= x.numel() // 2  # was 8 * numel
+    got, peak = peak_of(torch.sum, x.to(TPU))
+    assert peak <= x.numel() // 2  # was 8 * numel
     assert got.item() == x.sum().item()
     for shape, dims in [((1000, 1001), 1), ((37, 33, 65), (0, 2)), ((65, 3, 40), 0)]:
         y = x[:math.prod(shape)].view(shape)
