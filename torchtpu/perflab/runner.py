@@ -101,6 +101,14 @@ def run(suites, cfg, out_dir=None, make_plots=True, warm_cache=False, command=No
         return doc
     finally:
         if cache_tmp:
+            if "torchtpu._C" in sys.modules:
+                # The exit drains autograd's device thread with a small
+                # backward pass (torchtpu/_shutdown.py), whose programs would
+                # then find this cache gone and say so; run now, they are
+                # stored here and found in memory at exit.
+                from torchtpu import _shutdown
+
+                _shutdown._drain_autograd_worker()
             for k, v in saved_env.items():
                 if v is None:
                     os.environ.pop(k, None)
