@@ -398,10 +398,10 @@ def _child_env(label):
 
 # The implementations whose worker runs in a process that never imports the
 # torchtpu package, whose import registers the tpu device (see the module's
-# docstring); _WITHOUT_TPU starts it, a stand-in package letting Python find
+# docstring); _START_WITHOUT_TPU starts it, a stand-in package letting Python find
 # perflab's modules.
 WITHOUT_TPU = ("cuda-eager",)
-_WITHOUT_TPU = ("import runpy, sys, types; package = types.ModuleType('torchtpu'); "
+_START_WITHOUT_TPU = ("import runpy, sys, types; package = types.ModuleType('torchtpu'); "
                 "package.__path__ = [sys.argv.pop(1)]; sys.modules['torchtpu'] = package; "
                 "runpy.run_module('torchtpu.perflab.suite_models', run_name='__main__', "
                 "alter_sys=True)")
@@ -413,7 +413,7 @@ def _run_worker(job, cfg):
         return worker(job), None
     args = ["-m", "torchtpu.perflab.suite_models", "--worker", json.dumps(job)]
     if alone:
-        args = ["-c", _WITHOUT_TPU, str(Path(__file__).resolve().parents[1]), *args[2:]]
+        args = ["-c", _START_WITHOUT_TPU, str(Path(__file__).resolve().parents[1]), *args[2:]]
     # A model's paired workers share a compile cache: they time no first step.
     label = (f"{job['model']}-paired" if "impls" in job
              else f"{job['model']}-{'-'.join(job['kinds'])}-{job['impl']}")
